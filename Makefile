@@ -1,0 +1,48 @@
+# loopwatch — the commands the README names.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+
+.PHONY: help venv run test test-unit lint typecheck format bench kafka-up kafka-down kafka-logs schema clean
+
+help:
+	@echo "make run        the live demo: broker, worker and a small simulated fleet"
+	@echo "make test       lint, types and the whole test suite (starts a local Kafka when needed)"
+	@echo "make bench      the benchmarks in ops/bench/"
+	@echo "make kafka-up | kafka-down | kafka-logs   the local Apache Kafka broker"
+
+# The venv is rebuilt when pyproject.toml changes.
+$(BIN)/loopwatch: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(BIN)/loopwatch
+
+lint: venv
+	$(BIN)/ruff check models streams tests ops
+	$(BIN)/ruff format --check models streams tests ops
+
+typecheck: venv
+	$(BIN)/mypy
+
+format: venv
+	$(BIN)/ruff format models streams tests ops
+	$(BIN)/ruff check --fix models streams tests ops
+
+test-unit: venv
+	$(BIN)/pytest tests/unit
+
+test: lint typecheck
+	$(BIN)/pytest
+
+bench: venv
+	$(PY) ops/bench/core_bench.py
+
+schema: venv
+	$(BIN)/loopwatch schema --out schema
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

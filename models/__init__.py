@@ -1,0 +1,1 @@
+"""The loopwatch wire contract (SPEC.md): events, verdicts, config and fingerprints."""

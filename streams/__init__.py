@@ -1,0 +1,1 @@
+"""loopwatch stream processing: the detector core, the faust app, the runtime client."""

@@ -1,0 +1,12 @@
+"""Sub-commands of `loopwatch`. Each module exposes `register(subparsers)`, which adds its
+parser and sets `handler` (a function `args -> exit code`) as a default."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+Register = Callable[["argparse._SubParsersAction[Any]"], None]
+
+COMMANDS: list[Register] = []
