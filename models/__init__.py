@@ -1,1 +1,42 @@
-"""The loopwatch wire contract (SPEC.md): events, verdicts, config and fingerprints."""
+"""The loopwatch wire contract (SPEC.md): events, verdicts, config and fingerprints.
+
+No I/O and nothing of faust or aiokafka: agent runtimes may import this package alone.
+"""
+
+from models.config import ConfigError, DetectionConfig
+from models.events import (
+    EVENT_ADAPTER,
+    AgentEvent,
+    AssistantMessage,
+    InvalidEvent,
+    SessionEnd,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    decode_event,
+)
+from models.fingerprints import call_fingerprint, result_fingerprint
+from models.verdicts import RULES, VERDICT_ADAPTER, LoopVerdict, LoopWarning, RuleName
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "RULES",
+    "VERDICT_ADAPTER",
+    "AgentEvent",
+    "AssistantMessage",
+    "ConfigError",
+    "DetectionConfig",
+    "InvalidEvent",
+    "LoopVerdict",
+    "LoopWarning",
+    "RuleName",
+    "SessionEnd",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResult",
+    "UserMessage",
+    "call_fingerprint",
+    "decode_event",
+    "result_fingerprint",
+]

@@ -1,0 +1,191 @@
+"""Agent events (SPEC §2): one JSON object per record on `agent-events`."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+
+from models.fingerprints import FINGERPRINT_PATTERN
+
+SCHEMA_VERSION = 1
+
+Fingerprint = Annotated[str, Field(pattern=FINGERPRINT_PATTERN)]
+
+
+def _rfc3339_string(value: Any) -> Any:
+    # pydantic would also take epoch numbers; the contract says an RFC 3339 string.
+    if not isinstance(value, str | datetime):
+        raise ValueError("must be an RFC 3339 timestamp string with an offset")
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_string)]
+
+
+class _Event(BaseModel):
+    """Fields common to every event."""
+
+    # Unknown extra fields are ignored (SPEC §2); models are immutable values.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = 1
+    """Schema version; missing means 1, any other value is rejected."""
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    """The conversation this event belongs to; also the Kafka record key."""
+    seq: Annotated[StrictInt, Field(ge=0)]
+    """Position in the session; strictly increasing, gaps allowed."""
+    ts: Timestamp
+    """When the message was produced (RFC 3339 with an offset)."""
+    agent_id: StrictStr | None = None
+    """Which agent or deployment; used for per-agent config and metrics."""
+
+
+class UserMessage(_Event):
+    """A message from the user: a boundary for the rules."""
+
+    type: Literal["user_message"]
+    """Discriminator."""
+    text: StrictStr | None = None
+    """The message text; not needed for detection."""
+
+
+class SystemMessage(_Event):
+    """A system message: a boundary for the rules."""
+
+    type: Literal["system_message"]
+    """Discriminator."""
+    text: StrictStr | None = None
+    """The message text; not needed for detection."""
+
+
+class ToolCall(BaseModel):
+    """One tool call inside an assistant message."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: StrictStr
+    """The call id that the matching tool result names in `call_id`."""
+    name: StrictStr
+    """The tool's name."""
+    arguments: Any = Field(default_factory=dict)
+    """The call's arguments: any JSON value."""
+    fingerprint: Fingerprint | None = None
+    """Call fingerprint precomputed by the runtime; used in preference to `arguments`."""
+
+
+class AssistantMessage(_Event):
+    """A model turn: a tool step when it has tool calls, a text step when it has none."""
+
+    type: Literal["assistant_message"]
+    """Discriminator."""
+    text: StrictStr | None = None
+    """The message text; not needed for detection."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls of this step, in order (possibly none)."""
+
+
+class ToolResult(_Event):
+    """The outcome of one tool call."""
+
+    type: Literal["tool_result"]
+    """Discriminator."""
+    call_id: StrictStr
+    """The id of the call this result answers."""
+    tool_name: StrictStr
+    """The tool's name."""
+    result: Any = None
+    """The tool's output: any JSON value."""
+    error: StrictStr | None = None
+    """Error text; the result is failed exactly when this is a string."""
+    call_fingerprint: Fingerprint | None = None
+    """Fingerprint of the call, precomputed by the runtime."""
+    result_fingerprint: Fingerprint | None = None
+    """Fingerprint of this result, precomputed by the runtime."""
+
+
+class SessionEnd(_Event):
+    """The session is over: its state is dropped."""
+
+    type: Literal["session_end"]
+    """Discriminator."""
+
+
+AgentEvent = Annotated[
+    UserMessage | SystemMessage | AssistantMessage | ToolResult | SessionEnd,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "SCHEMA_VERSION",
+    "AgentEvent",
+    "AssistantMessage",
+    "InvalidEvent",
+    "SessionEnd",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResult",
+    "UserMessage",
+    "decode_event",
+]
+
+
+class InvalidEvent(ValueError):
+    """A record that is not a valid event; `kind` names the error class for dead letters."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+        """`not_utf8`, `not_json` or `schema`."""
+        self.reason = reason
+        """A short reason; never the record's content beyond field names."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_event(data: bytes | str) -> AgentEvent:
+    """Decode one JSON event (UTF-8 bytes or str); raises `InvalidEvent` when it does not
+    fit SPEC §2."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        # json.loads rejects NaN/Infinity here (not JSON; they would break fingerprints).
+        raw = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidEvent("not_json", _first_line(exc)) from None
+    try:
+        return EVENT_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        raise InvalidEvent("schema", _schema_reason(exc)) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def _schema_reason(exc: ValidationError) -> str:
+    # Field locations and messages only: input values may hold untrusted content.
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False)[:3]:
+        loc = ".".join(str(p) for p in error["loc"]) or "(record)"
+        parts.append(f"{loc}: {error['msg']}")
+    return "; ".join(parts)[:300]

@@ -1,0 +1,69 @@
+"""Verdicts (SPEC §5): one per processed event on `loop-verdicts`; warnings also on
+`loop-warnings`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+RuleName = Literal[
+    "repeated_failed_mutation",
+    "repeated_result",
+    "repeated_read_range",
+    "repeated_batch",
+]
+RULES: tuple[RuleName, ...] = (
+    "repeated_failed_mutation",
+    "repeated_result",
+    "repeated_read_range",
+    "repeated_batch",
+)
+"""The rules in evaluation order (SPEC §4): the first that matches gives the warning."""
+
+
+class LoopWarning(BaseModel):
+    """What is repeating, how often, and what to do instead."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: RuleName
+    """The rule that matched."""
+    tool_names: tuple[str, ...]
+    """The tool(s) involved, sorted."""
+    count: int = Field(ge=1)
+    """How many repetitions the rule counted."""
+    threshold: int = Field(ge=1)
+    """The threshold in force for this rule."""
+    message: str
+    """Text for the next model prompt; never quotes arguments, results or errors."""
+
+
+class LoopVerdict(BaseModel):
+    """The outcome of evaluating the rules after one event."""
+
+    model_config = ConfigDict(frozen=True)
+
+    v: Literal[1] = 1
+    """Schema version."""
+    type: Literal["loop_verdict"] = "loop_verdict"
+    """Discriminator."""
+    session_id: str
+    """The session of the event."""
+    seq: int
+    """The `seq` of the event; (session_id, seq) identifies the verdict."""
+    agent_id: str | None
+    """The event's agent id."""
+    event_ts: AwareDatetime
+    """The event's `ts`."""
+    evaluated_at: AwareDatetime
+    """When the verdict was made (the worker's clock; the event time in `scan`)."""
+    warning: LoopWarning | None
+    """The warning for the next prompt, or null."""
+
+    def to_json(self) -> bytes:
+        """The wire form: compact JSON, UTF-8."""
+        return self.model_dump_json().encode("utf-8")
+
+
+VERDICT_ADAPTER: TypeAdapter[LoopVerdict] = TypeAdapter(LoopVerdict)
