@@ -1,0 +1,25 @@
+"""The pure detector core: per-session state, the four rules of SPEC §4, warning texts.
+
+No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
+function of (state, event, config).
+"""
+
+from streams.detector.core import evaluate, observe
+from streams.detector.state import (
+    MAX_CHAIN_RANGES,
+    MAX_REMEMBERED_CALLS,
+    STATE_VERSION,
+    SessionState,
+)
+from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
+
+__all__ = [
+    "DEFAULT_TEXTS",
+    "MAX_CHAIN_RANGES",
+    "MAX_REMEMBERED_CALLS",
+    "STATE_VERSION",
+    "SessionState",
+    "WarningTexts",
+    "evaluate",
+    "observe",
+]

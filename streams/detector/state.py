@@ -1,0 +1,111 @@
+"""Per-session detector state: digests and small counters, never raw conversation.
+
+Size caps (what happens at each is said beside it) keep a snapshot bounded however long
+a session runs; the snapshot is a plain JSON-able dict carrying `version`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+STATE_VERSION = 1
+
+MAX_REMEMBERED_CALLS = 256
+"""Call ids remembered for resolving results to calls. At the cap the oldest call is
+forgotten; a result answering a forgotten call has no signature and matches nothing."""
+
+MAX_CHAIN_RANGES = 256
+"""Distinct read ranges counted in one rule-3 chain. At the cap, reads of further new
+ranges are not counted individually (the chain already has other ranges, so rule 3's
+"another range" condition stays true); ranges already tracked keep counting."""
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Rolling state of one session. Treat as immutable: `observe` returns a new one."""
+
+    last_seq: int
+    """The seq of the newest processed event; lower or equal seqs are skipped."""
+    last_ts: datetime
+    """Event time of the newest processed event (drives idle-session expiry)."""
+
+    calls: dict[str, str] = field(default_factory=dict)
+    """Recent call id digest → call fingerprint digest, oldest first."""
+
+    # Rules 1 and 2: the run of identical results since the latest boundary.
+    result_signature: str | None = None
+    """Signature of the newest result since the boundary (None: none, or unsigned)."""
+    result_run: int = 0
+    """How many of the newest results share that signature, consecutively."""
+    result_failed: bool = False
+    result_tool: str = ""
+
+    # Rule 3: the chain of reads ending at the newest tool step.
+    chain_tool: str | None = None
+    """Tool name of the chain's target; None when there is no live chain."""
+    chain_target: str = ""
+    """Digest of the target resource."""
+    chain_full: bool = False
+    """Whether every call of the newest tool step read the target (the chain may extend)."""
+    chain_ranges: dict[str, int] = field(default_factory=dict)
+    """Range → count of reads of the target in the chain."""
+    chain_top: int = 0
+    """The highest count in `chain_ranges`."""
+
+    # Rule 4: the run of identical batches.
+    batch_digest: str | None = None
+    """Digest of the newest tool step's batch; None after a text step."""
+    batch_run: int = 0
+    batch_tools: tuple[str, ...] = ()
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """A plain JSON-able dict (what the stream app's table stores)."""
+        return {
+            "version": STATE_VERSION,
+            "last_seq": self.last_seq,
+            "last_ts": self.last_ts.isoformat(),
+            "calls": dict(self.calls),
+            "result": [
+                self.result_signature,
+                self.result_run,
+                self.result_failed,
+                self.result_tool,
+            ],
+            "chain": [
+                self.chain_tool,
+                self.chain_target,
+                self.chain_full,
+                dict(self.chain_ranges),
+                self.chain_top,
+            ],
+            "batch": [self.batch_digest, self.batch_run, list(self.batch_tools)],
+        }
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict[str, Any]) -> SessionState:
+        """Rebuild from `to_snapshot()`; raises ValueError for an unknown version."""
+        version = snapshot.get("version")
+        if version != STATE_VERSION:
+            raise ValueError(f"unsupported session state version {version!r}")
+        signature, run, failed, tool = snapshot["result"]
+        chain_tool, target, full, ranges, top = snapshot["chain"]
+        batch, batch_run, batch_tools = snapshot["batch"]
+        return cls(
+            last_seq=int(snapshot["last_seq"]),
+            last_ts=datetime.fromisoformat(snapshot["last_ts"]),
+            calls=dict(snapshot["calls"]),
+            result_signature=signature,
+            result_run=int(run),
+            result_failed=bool(failed),
+            result_tool=str(tool),
+            chain_tool=chain_tool,
+            chain_target=str(target),
+            chain_full=bool(full),
+            chain_ranges={str(k): int(v) for k, v in ranges.items()},
+            chain_top=int(top),
+            batch_digest=batch,
+            batch_run=int(batch_run),
+            batch_tools=tuple(batch_tools),
+        )
