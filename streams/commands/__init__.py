@@ -10,3 +10,7 @@ from typing import Any
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = []
+
+from streams.commands import scan  # noqa: E402  (registry first, then the commands)
+
+COMMANDS.append(scan.register)

@@ -1,0 +1,72 @@
+"""Offline detection over a stream of events of many interleaved sessions (no broker).
+
+The same core as the stream app, with sessions held in a dict instead of a faust table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from models import AgentEvent, DetectionConfig, LoopVerdict, SessionEnd
+from streams.detector import SessionState, WarningTexts, observe
+from streams.detector.texts import DEFAULT_TEXTS
+
+
+@dataclass
+class ScanStats:
+    """What a scan saw, for its summary line."""
+
+    events: int = 0
+    """Events processed (each got a verdict)."""
+    duplicates: int = 0
+    """Events skipped as duplicate or out of order."""
+    sessions: set[str] = field(default_factory=set)
+    warnings: Counter[str] = field(default_factory=Counter)
+    """Warnings by rule."""
+
+    def summary(self) -> str:
+        rules = ", ".join(f"{rule}={n}" for rule, n in sorted(self.warnings.items()))
+        return (
+            f"{self.events} events, {len(self.sessions)} sessions, "
+            f"{sum(self.warnings.values())} warnings ({rules or 'none'}), "
+            f"{self.duplicates} duplicate/out-of-order skipped"
+        )
+
+
+class Scanner:
+    """Feeds events to the detector, one state per session, in arrival order."""
+
+    def __init__(self, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS) -> None:
+        self.config = config
+        self.texts = texts
+        self.stats = ScanStats()
+        self._states: dict[str, SessionState] = {}
+
+    def process(self, event: AgentEvent) -> LoopVerdict | None:
+        """The event's verdict, or None for a duplicate / out-of-order event."""
+        sid = event.session_id
+        state, verdict = observe(self._states.get(sid), event, self.config, texts=self.texts)
+        if verdict is None:
+            self.stats.duplicates += 1
+            return None
+        if state is None or isinstance(event, SessionEnd):
+            self._states.pop(sid, None)
+        else:
+            self._states[sid] = state
+        self.stats.events += 1
+        self.stats.sessions.add(sid)
+        if verdict.warning is not None:
+            self.stats.warnings[verdict.warning.rule] += 1
+        return verdict
+
+    def run(self, events: Iterable[AgentEvent]) -> Iterator[LoopVerdict]:
+        for event in events:
+            verdict = self.process(event)
+            if verdict is not None:
+                yield verdict
+
+    @property
+    def live_sessions(self) -> int:
+        return len(self._states)
