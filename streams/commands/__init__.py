@@ -11,6 +11,7 @@ Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = []
 
-from streams.commands import scan  # noqa: E402  (registry first, then the commands)
+from streams.commands import scan, schema  # noqa: E402  (registry first, then the commands)
 
 COMMANDS.append(scan.register)
+COMMANDS.append(schema.register)

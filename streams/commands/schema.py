@@ -1,0 +1,41 @@
+"""`loopwatch schema`: write the JSON Schema of events and verdicts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from models.schema import event_schema, verdict_schema
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    parser = sub.add_parser(
+        "schema",
+        help="write the JSON Schema of events and verdicts",
+        description="Write agent-event.schema.json and loop-verdict.schema.json "
+        "(JSON Schema 2020-12) for runtimes in other languages.",
+    )
+    parser.add_argument(
+        "--out", help="directory to write the two files into (default: print one JSON object)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    schemas = {
+        "agent-event.schema.json": event_schema(),
+        "loop-verdict.schema.json": verdict_schema(),
+    }
+    if args.out is None:
+        json.dump(schemas, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, schema in schemas.items():
+        (out / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {out / name}", file=sys.stderr)
+    return 0
