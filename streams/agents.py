@@ -1,0 +1,181 @@
+"""The table-writing agent: carries `process_record` outcomes out to faust.
+
+One instance per app. Runs with concurrency 1 (faust loses offsets with more, and the
+table must see a session's events in order). All writes go through `table[key] = value`
+or `del table[key]` while an event of the same partition is current, as faust requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from models import DetectionConfig
+from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from streams.expiry import ExpiryIndex
+from streams.metrics import Metrics
+from streams.processing import Duplicate, Processed, Rejected, process_record
+from streams.session_record import SessionRecord
+from streams.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class SessionAgent:
+    """Processes `agent-events` records against the `sessions` table."""
+
+    def __init__(
+        self,
+        *,
+        table: Any,
+        topics: Topics,
+        config: DetectionConfig,
+        expiry: ExpiryIndex,
+        metrics: Metrics,
+        max_event_bytes: int,
+        drop_ended: bool,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._table = table
+        self._topics = topics
+        self._config = config
+        self._expiry = expiry
+        self._metrics = metrics
+        self._max_event_bytes = max_event_bytes
+        self._drop_ended = drop_ended
+        self._clock = clock
+        # Verdict sends not yet acknowledged; a done callback removes each one.
+        self._inflight: dict[tuple[str, int], asyncio.Future[Any]] = {}
+
+    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
+        return (session_id, seq) in self._inflight
+
+    async def process(self, event: Any) -> None:
+        """Handle one faust event (its message holds the raw key and value)."""
+        message = event.message
+        key: bytes | None = message.key
+        value: bytes | None = message.value
+        stored_key: list[bytes] = []
+
+        def load(session_id: str) -> bytes | None:
+            stored_key.append(session_id.encode())
+            stored: bytes | None = self._table.get(stored_key[0])
+            return stored
+
+        outcome = process_record(
+            key,
+            value,
+            load,
+            self._config,
+            max_event_bytes=self._max_event_bytes,
+            now=self._clock(),
+            is_unconfirmed=self.is_unconfirmed,
+            drop_ended=self._drop_ended,
+        )
+        if isinstance(outcome, Rejected):
+            await self._dead_letter(message, outcome.letter)
+            return
+        if isinstance(outcome, Duplicate):
+            if outcome.resend is not None:
+                self._metrics.resent.inc()
+                await self._publish(
+                    outcome.event.session_id,
+                    outcome.event.seq,
+                    outcome.resend,
+                    None,
+                    message.timestamp,
+                )
+            else:
+                self._metrics.duplicates.inc()
+            return
+        await self._apply(message, outcome, stored_key[0])
+
+    async def _apply(self, message: Any, outcome: Processed, table_key: bytes) -> None:
+        event = outcome.event
+        self._metrics.events.labels(event.type).inc()
+        warning = outcome.verdict.warning
+        rule = None if warning is None else warning.rule
+        # Verdict first, then state: the stored record lists this verdict as unconfirmed
+        # until the broker acknowledges it, so a crash in between cannot lose it.
+        await self._publish(event.session_id, event.seq, outcome.payload, rule, message.timestamp)
+        if warning is not None:
+            agent = self._metrics.agent_label(event.agent_id)
+            self._metrics.warnings.labels(warning.rule, agent).inc()
+        self._metrics.verdicts.inc()
+        if outcome.record is None:
+            self._delete(table_key)
+            self._expiry.forget(message.partition, event.session_id)
+            self._metrics.expired.labels("ended").inc()
+        else:
+            self._table[table_key] = outcome.record.encode()
+            self._expiry.touch(
+                message.partition, event.session_id, event.ts, ended=outcome.record.ended
+            )
+        for session_id in self._expiry.due(message.partition, event.ts):
+            record = self._table.get(session_id.encode())
+            if record is None:
+                continue
+            ended = SessionRecord.decode(record).ended
+            self._delete(session_id.encode())
+            self._metrics.expired.labels("ended" if ended else "idle").inc()
+
+    def _delete(self, table_key: bytes) -> None:
+        if table_key in self._table:
+            del self._table[table_key]
+
+    async def _publish(
+        self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
+    ) -> None:
+        key = session_id.encode()
+        sent: asyncio.Future[Any] = await self._topics.verdicts.send(key=key, value=payload)
+        if rule is not None:
+            await self._topics.warnings.send(key=key, value=payload)
+        ident = (session_id, seq)
+        self._inflight[ident] = sent
+        sent.add_done_callback(lambda fut: self._on_sent(ident, fut, produced_at))
+
+    def _on_sent(
+        self, ident: tuple[str, int], fut: asyncio.Future[Any], produced_at: float | None
+    ) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return  # stays unconfirmed; faust crashes the worker on a failed send
+        if self._inflight.get(ident) is fut:
+            del self._inflight[ident]
+        if produced_at:
+            self._metrics.latency.observe(max(0.0, time.time() - produced_at))
+
+    async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
+        self._metrics.dead_letters.labels(letter.kind).inc()
+        source = SourcePosition(message.topic, message.partition, message.offset)
+        log.warning(
+            "dead letter %s at %s[%d]@%d: %s",
+            letter.kind,
+            source.topic,
+            source.partition,
+            source.offset,
+            letter.reason,
+        )
+        await self._topics.dead_letters.send(
+            key=message.key, value=message.value, headers=dead_letter_headers(letter, source)
+        )
+
+    async def on_changelog_event(self, event: Any) -> None:
+        """Recovery reads each changelog record: rebuild the expiry index from them."""
+        message = event.message
+        session_id = message.key.decode() if message.key else ""
+        if message.value is None:
+            self._expiry.forget(message.partition, session_id)
+            return
+        try:
+            record = SessionRecord.decode(message.value)
+        except (ValueError, KeyError, TypeError):
+            return
+        self._expiry.touch(message.partition, session_id, record.last_ts, ended=record.ended)
+
+    def on_partitions_revoked(self, partitions: set[int]) -> None:
+        for partition in partitions:
+            self._expiry.drop_partition(partition)

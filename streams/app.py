@@ -1,0 +1,122 @@
+"""The faust app: `create_app(settings)` builds it; `app` (built on first access from the
+environment) is what `faust -A streams.app` loads.
+
+Thin on purpose: topics, the `sessions` table, one agent with concurrency 1 and the
+`/metrics` page. All detection happens in `streams.detector`, all per-record logic in
+`streams.processing`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import faust
+
+from streams.agents import SessionAgent
+from streams.expiry import ExpiryIndex
+from streams.metrics import CONTENT_TYPE, Metrics
+from streams.topics import declare_topics
+
+if TYPE_CHECKING:
+    from streams.settings import Settings
+
+TABLE_NAME = "sessions"
+"""The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""
+
+
+def create_app(settings: Settings) -> Any:
+    """A configured faust app for these settings (not started)."""
+    app = faust.App(
+        settings.app_id,
+        broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
+        **settings.faust_security(),
+        store=settings.store_url,
+        datadir=settings.data_dir,
+        topic_partitions=settings.partitions,
+        # Topics are created by `streams.kafka_admin`; the broker has auto-create off.
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        # No standby replicas: a partition that moves recovers from its changelog.
+        table_standby_replicas=0,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee=settings.processing_guarantee,
+        producer_acks=-1,
+        web_enabled=True,
+        web_bind=settings.web_host,
+        web_port=settings.web_port,
+        autodiscover=False,
+        # Raw bytes everywhere (the table's changelog too): `models` owns the encoding.
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    metrics = Metrics()
+    topics = declare_topics(
+        app,
+        events=settings.events_topic,
+        verdicts=settings.verdicts_topic,
+        warnings=settings.warnings_topic,
+        dead_letters=settings.dlq_topic,
+        partitions=settings.partitions,
+    )
+    expiry = ExpiryIndex(
+        idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
+        ended_retention=timedelta(seconds=settings.ended_retention_seconds),
+    )
+    # The agent is built before the table so the table can call back into it on recovery.
+    holder: dict[str, SessionAgent] = {}
+
+    async def on_changelog_event(event: Any) -> None:
+        await holder["agent"].on_changelog_event(event)
+
+    table = app.Table(
+        TABLE_NAME,
+        key_type=bytes,
+        value_type=bytes,
+        partitions=settings.partitions,
+        on_changelog_event=on_changelog_event,
+    )
+    agent = SessionAgent(
+        table=table,
+        topics=topics,
+        config=settings.detection,
+        expiry=expiry,
+        metrics=metrics,
+        max_event_bytes=settings.max_event_bytes,
+        drop_ended=settings.ended_retention_seconds == 0,
+    )
+    holder["agent"] = agent
+    metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+
+    async def process_events(stream: Any) -> None:
+        async for event in stream.events():
+            await agent.process(event)
+
+    app.agent(topics.events, name="loopwatch.process_events", concurrency=1)(process_events)
+
+    events_topic = settings.events_topic
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
+        agent.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+
+    async def metrics_page(web: Any, request: Any) -> Any:
+        return web.bytes(metrics.exposition(), content_type=CONTENT_TYPE)
+
+    app.page("/metrics")(metrics_page)
+    app.loopwatch_metrics = metrics
+    app.loopwatch_topics = topics
+    app.loopwatch_table = table
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # `faust -A streams.app` wants a module-level app; building it at import time would
+    # read the environment whenever anything imports this module.
+    if name == "app":
+        from streams.settings import Settings
+
+        global app
+        app = create_app(Settings.from_env())
+        return app
+    raise AttributeError(name)

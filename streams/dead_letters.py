@@ -1,0 +1,65 @@
+"""Dead letters (SPEC §7): what goes to `agent-events-dlq` and the headers naming why.
+
+The record's original key and value bytes are kept as they are; the headers say which
+error class, a short reason (never the record's content) and where the record came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DeadLetterKind = Literal[
+    "not_utf8",  # the value is not UTF-8
+    "not_json",  # the value is not a JSON document
+    "schema",  # JSON that does not fit SPEC §2
+    "key_mismatch",  # the record key differs from the event's session_id
+    "too_large",  # larger than the configured max_event_bytes
+    "empty",  # no value at all (a tombstone on the events topic)
+    "internal",  # the detector failed on a valid event: a bug, kept out of the way
+]
+DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
+    "not_utf8",
+    "not_json",
+    "schema",
+    "key_mismatch",
+    "too_large",
+    "empty",
+    "internal",
+)
+
+HEADER_ERROR = "loopwatch.error"
+HEADER_REASON = "loopwatch.reason"
+HEADER_TOPIC = "loopwatch.source.topic"
+HEADER_PARTITION = "loopwatch.source.partition"
+HEADER_OFFSET = "loopwatch.source.offset"
+
+_MAX_REASON_CHARS = 300
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Why a record was not processed."""
+
+    kind: DeadLetterKind
+    reason: str
+
+
+@dataclass(frozen=True)
+class SourcePosition:
+    """Where a record was read from."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+def dead_letter_headers(letter: DeadLetter, source: SourcePosition) -> list[tuple[str, bytes]]:
+    """Kafka headers of a dead letter: error class, reason and source position."""
+    return [
+        (HEADER_ERROR, letter.kind.encode()),
+        (HEADER_REASON, letter.reason[:_MAX_REASON_CHARS].encode()),
+        (HEADER_TOPIC, source.topic.encode()),
+        (HEADER_PARTITION, str(source.partition).encode()),
+        (HEADER_OFFSET, str(source.offset).encode()),
+    ]

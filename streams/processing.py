@@ -1,0 +1,104 @@
+"""The per-record pipeline, without Kafka: bytes in, outcome out.
+
+decode → check key and size → skip duplicates → `observe` → new table value + verdict.
+The faust agent (`streams.agents`) only carries the outcome out: table write, sends,
+metrics. Keeping this a plain function makes it testable against a list of records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from models import AgentEvent, DetectionConfig, InvalidEvent, LoopVerdict, decode_event
+from streams.dead_letters import DeadLetter, DeadLetterKind
+from streams.detector import observe
+from streams.session_record import SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """A new event: publish `payload`, then store `record` (None: delete the key)."""
+
+    event: AgentEvent
+    verdict: LoopVerdict
+    payload: bytes
+    record: SessionRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """`seq` not above the session's last: no state change. `resend` is the stored verdict
+    of this seq when its earlier send was never acknowledged (same verdict, sent again)."""
+
+    event: AgentEvent
+    resend: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Not processed: goes to the dead-letter topic."""
+
+    letter: DeadLetter
+
+
+Outcome = Processed | Duplicate | Rejected
+
+_DECODE_KINDS: dict[str, DeadLetterKind] = {"not_utf8": "not_utf8", "not_json": "not_json"}
+
+
+def process_record(
+    key: bytes | None,
+    value: bytes | None,
+    load: Callable[[str], bytes | None],
+    config: DetectionConfig,
+    *,
+    max_event_bytes: int,
+    now: datetime,
+    is_unconfirmed: Callable[[str, int], bool],
+    drop_ended: bool = False,
+) -> Outcome:
+    """Process one record of `agent-events`; `load(session_id)` gives the session's
+    stored table value (None when it has none).
+
+    `is_unconfirmed(session_id, seq)` says whether that verdict's send is still in flight;
+    stored verdicts it no longer knows of were acknowledged (or re-sent by a replay).
+    `drop_ended`: delete the state at `session_end` at once instead of keeping an ended
+    marker (see `streams.expiry`).
+    """
+    if value is None:
+        return Rejected(DeadLetter("empty", "record has no value"))
+    if len(value) > max_event_bytes:
+        return Rejected(DeadLetter("too_large", f"{len(value)} bytes > {max_event_bytes}"))
+    try:
+        event = decode_event(value)
+    except InvalidEvent as exc:
+        return Rejected(DeadLetter(_DECODE_KINDS.get(exc.kind, "schema"), exc.reason))
+    if key is not None and key != event.session_id.encode():
+        return Rejected(DeadLetter("key_mismatch", "record key differs from session_id"))
+
+    try:
+        stored = load(event.session_id)
+        previous = None if stored is None else SessionRecord.decode(stored)
+        if previous is not None and event.seq <= previous.last_seq:
+            return Duplicate(event, previous.unconfirmed_verdict(event.seq))
+        state = None if previous is None else previous.state
+        new_state, verdict = observe(state, event, config, evaluated_at=now)
+    except Exception as exc:  # a detector bug must not stop the partition
+        return Rejected(DeadLetter("internal", type(exc).__name__))
+    if verdict is None:  # the detector saw a duplicate that the record did not
+        return Duplicate(event, None)
+
+    payload = verdict.to_json()
+    still_unconfirmed = () if previous is None else previous.unconfirmed
+    unconfirmed = (
+        *(item for item in still_unconfirmed if is_unconfirmed(event.session_id, item[0])),
+        (event.seq, payload),
+    )
+    record: SessionRecord | None
+    if new_state is None and drop_ended:
+        record = None
+    else:
+        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed)
+    return Processed(event, verdict, payload, record)

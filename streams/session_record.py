@@ -1,0 +1,64 @@
+"""What the `sessions` table stores per session: the detector snapshot plus the verdicts
+whose delivery is not yet confirmed, so a replay after a crash can send them again.
+
+Why the unconfirmed verdicts: the table's changelog record and the verdict record are two
+sends to two partitions; a crash can land the state but lose the verdict. Replayed events
+are then duplicates by `seq` and would never get their verdict. Keeping each verdict in
+the stored value until its send is acknowledged closes that gap (see README, delivery).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from streams.detector import SessionState
+
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One table value. `state` is None once the session ended (kept briefly so replays
+    of its events stay duplicates; then deleted, see `expiry`)."""
+
+    state: SessionState | None
+    last_seq: int
+    last_ts: datetime
+    unconfirmed: tuple[tuple[int, bytes], ...] = ()
+    """(seq, verdict JSON) of verdicts sent but not yet acknowledged by the broker."""
+
+    @property
+    def ended(self) -> bool:
+        return self.state is None
+
+    def unconfirmed_verdict(self, seq: int) -> bytes | None:
+        for stored_seq, payload in self.unconfirmed:
+            if stored_seq == seq:
+                return payload
+        return None
+
+    def encode(self) -> bytes:
+        document: dict[str, Any] = {
+            "v": RECORD_VERSION,
+            "state": None if self.state is None else self.state.to_snapshot(),
+            "last_seq": self.last_seq,
+            "last_ts": self.last_ts.isoformat(),
+            "unconfirmed": [[seq, payload.decode()] for seq, payload in self.unconfirmed],
+        }
+        return json.dumps(document, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> SessionRecord:
+        document = json.loads(data)
+        if document.get("v") != RECORD_VERSION:
+            raise ValueError(f"unknown session record version {document.get('v')!r}")
+        snapshot = document["state"]
+        return cls(
+            state=None if snapshot is None else SessionState.from_snapshot(snapshot),
+            last_seq=int(document["last_seq"]),
+            last_ts=datetime.fromisoformat(document["last_ts"]),
+            unconfirmed=tuple((int(seq), str(p).encode()) for seq, p in document["unconfirmed"]),
+        )
