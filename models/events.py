@@ -160,6 +160,11 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# One decoder for all records; it rejects NaN/Infinity (not JSON; they would break
+# fingerprints).
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def decode_event(data: bytes | str) -> AgentEvent:
     """Decode one JSON event (UTF-8 bytes or str); raises `InvalidEvent` when it does not
     fit SPEC §2."""
@@ -168,8 +173,7 @@ def decode_event(data: bytes | str) -> AgentEvent:
     except UnicodeDecodeError as exc:
         raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
     try:
-        # json.loads rejects NaN/Infinity here (not JSON; they would break fingerprints).
-        raw = json.loads(text, parse_constant=_reject_constant)
+        raw = _JSON.decode(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidEvent("not_json", _first_line(exc)) from None
     try:

@@ -6,7 +6,6 @@ order. Work per event is O(size of the event), independent of the session's leng
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime
 
 from models import (
@@ -54,7 +53,7 @@ def observe(
     if state is not None and event.seq <= state.last_seq:
         return state, None
     new = _advance(state, event)
-    verdict = LoopVerdict.model_construct(
+    verdict = LoopVerdict(
         session_id=event.session_id,
         seq=event.seq,
         agent_id=event.agent_id,
@@ -69,7 +68,7 @@ def _advance(state: SessionState | None, event: AgentEvent) -> SessionState:
     if state is None:
         new = SessionState(last_seq=event.seq, last_ts=event.ts)
     else:
-        new = copy.copy(state)  # shallow: dicts are replaced, never mutated in place
+        new = state.copy()
         new.last_seq = event.seq
         new.last_ts = event.ts
     if isinstance(event, UserMessage | SystemMessage):
@@ -217,7 +216,7 @@ def _warning(
     count: int,
     threshold: int,
 ) -> LoopWarning:
-    return LoopWarning.model_construct(
+    return LoopWarning(
         rule=rule,
         tool_names=tool_names,
         count=count,

@@ -60,6 +60,27 @@ class SessionState:
     batch_run: int = 0
     batch_tools: tuple[str, ...] = ()
 
+    def copy(self) -> SessionState:
+        """A shallow copy (dicts shared: `observe` replaces them, never mutates them).
+        Spelled out field by field: about 8x faster than `copy.copy` on the hot path."""
+        return SessionState(
+            self.last_seq,
+            self.last_ts,
+            self.calls,
+            self.result_signature,
+            self.result_run,
+            self.result_failed,
+            self.result_tool,
+            self.chain_tool,
+            self.chain_target,
+            self.chain_full,
+            self.chain_ranges,
+            self.chain_top,
+            self.batch_digest,
+            self.batch_run,
+            self.batch_tools,
+        )
+
     def to_snapshot(self) -> dict[str, Any]:
         """A plain JSON-able dict (what the stream app's table stores)."""
         return {

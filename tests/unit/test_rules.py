@@ -563,3 +563,15 @@ def test_input_state_is_never_modified() -> None:
     for event in s.events[1:]:
         observe(state, event, DEFAULT)
     assert state.to_snapshot() == before
+
+
+def test_state_copy_keeps_every_field() -> None:
+    s = SessionBuilder()
+    s.step(read(offset=0), read(offset=1))
+    s.result(result=None, error="e")
+    state: SessionState | None = None
+    for event in s.events:
+        state, _ = observe(state, event, DEFAULT)
+    assert state is not None
+    assert state.copy() == state
+    assert state.copy().to_snapshot() == state.to_snapshot()
