@@ -46,3 +46,14 @@ schema: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The local single-node Apache Kafka (jars from Maven Central, cached in .cache/kafka).
+# KAFKA_PORT picks another port; see ops/kafka/kafka.sh --help.
+kafka-up:
+	ops/kafka/kafka.sh up
+
+kafka-down:
+	ops/kafka/kafka.sh down
+
+kafka-logs:
+	ops/kafka/kafka.sh logs

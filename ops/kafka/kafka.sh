@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# A single-node Apache Kafka (KRaft) on 127.0.0.1, assembled from Maven Central jars.
+#
+#   ops/kafka/kafka.sh [--port N] [--controller-port N] COMMAND
+#     fetch     download the pinned broker jars into the cache (once; later runs reuse them)
+#     up        fetch if needed, format on first use, start, wait until clients are served
+#               (already up: no-op)
+#     down      stop the broker by its PID file and wait for it to exit (not running: no-op)
+#     status    exit 0 when this broker is running and serving clients
+#     logs [N]  the last N (default 200) lines of the broker log
+#     clean     stop, then delete this broker's data and logs (the jars stay cached)
+#
+# Environment (all optional):
+#   KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (port + 1), KAFKA_VERSION (pinned below),
+#   LOOPWATCH_KAFKA_CACHE (<repo>/.cache/kafka: jars and data), KAFKA_DATA_DIR
+#   (<cache>/broker-<port>), KAFKA_READY_TIMEOUT seconds (90), KAFKA_HEAP_OPTS, JAVA_HOME, MVN.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+
+# Keep in step with pom.xml and docker-compose.yml.
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.2}"
+PORT="${KAFKA_PORT:-9092}"
+CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-}"
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+say() { echo "kafka.sh: $*"; }
+
+COMMAND=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --port) PORT="$2"; shift 2 ;;
+        --controller-port) CONTROLLER_PORT="$2"; shift 2 ;;
+        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) [[ -z "$COMMAND" ]] || break; COMMAND="$1"; shift ;;
+    esac
+done
+[[ "$PORT" =~ ^[0-9]+$ ]] || die "the port must be a number, got '$PORT'"
+CONTROLLER_PORT="${CONTROLLER_PORT:-$((PORT + 1))}"
+[[ "$CONTROLLER_PORT" =~ ^[0-9]+$ ]] || die "the controller port must be a number, got '$CONTROLLER_PORT'"
+
+CACHE="${LOOPWATCH_KAFKA_CACHE:-$REPO/.cache/kafka}"
+LIBS="$CACHE/kafka_2.13-$KAFKA_VERSION/libs"
+DATA="${KAFKA_DATA_DIR:-$CACHE/broker-$PORT}"
+LOGS="$DATA/logs"
+PID_FILE="$DATA/kafka.pid"
+READY_TIMEOUT="${KAFKA_READY_TIMEOUT:-90}"
+JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+MVN="${MVN:-mvn}"
+PYTHON="${PYTHON:-python3}"
+
+# One `up`/`down` at a time per broker: parallel test sessions may race to start it.
+lock() {
+    mkdir -p "$DATA"
+    exec 9>"$DATA/.lock"
+    flock -w 300 9 || die "timed out waiting for another kafka.sh on $DATA"
+}
+
+fetch() {
+    [[ -f "$LIBS/.complete" ]] && return 0
+    command -v "$MVN" >/dev/null || die "Maven ('$MVN') is needed to fetch the Kafka jars"
+    say "fetching Apache Kafka $KAFKA_VERSION jars with Maven into $LIBS"
+    local work="$CACHE/kafka_2.13-$KAFKA_VERSION"
+    mkdir -p "$work"
+    cp "$HERE/pom.xml" "$work/pom.xml"
+    rm -rf "$work/libs.partial"
+    "$MVN" -q -B -Dstyle.color=never -f "$work/pom.xml" dependency:copy-dependencies \
+        -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime \
+        -DoutputDirectory="$work/libs.partial" \
+        || die "Maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+    rm -rf "$LIBS"
+    mv "$work/libs.partial" "$LIBS"
+    echo "$KAFKA_VERSION" >"$LIBS/.complete"
+}
+
+broker_pid() {
+    [[ -f "$PID_FILE" ]] || return 1
+    local pid
+    pid="$(cat "$PID_FILE")"
+    # the PID must still be our broker, not a recycled number
+    [[ -n "$pid" ]] && grep -qa 'kafka.Kafka' "/proc/$pid/cmdline" 2>/dev/null || return 1
+    echo "$pid"
+}
+
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+probe() { "$PYTHON" "$HERE/probe.py" "127.0.0.1:$PORT" "$@"; }
+
+# JVM flags shared by the format tool and the broker
+jvm_flags() {
+    JVM_FLAGS=(-XX:+UseG1GC -Djava.awt.headless=true
+        -Dlog4j2.configurationFile="$HERE/log4j2.properties" -Dkafka.logs.dir="$LOGS"
+        -cp "$LIBS/*")
+}
+
+render_config() {
+    sed -e "s|@PORT@|$PORT|g" -e "s|@CONTROLLER_PORT@|$CONTROLLER_PORT|g" \
+        -e "s|@LOG_DIRS@|$DATA/kraft|g" "$HERE/server.properties.template" >"$DATA/server.properties"
+}
+
+format_once() {
+    [[ -f "$DATA/kraft/meta.properties" ]] && return 0
+    # a cluster id is any 16 random bytes in url-safe base64 without padding
+    local cluster_id
+    cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"
+    jvm_flags
+    "$JAVA" -Xmx256m "${JVM_FLAGS[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+        -c "$DATA/server.properties" -g >>"$LOGS/format.out" 2>&1 \
+        || { tail -n 50 "$LOGS/format.out" >&2; die "formatting $DATA/kraft failed"; }
+}
+
+show_log_tail() {
+    echo "---- last lines of $LOGS/server.log ----" >&2
+    tail -n "${1:-80}" "$LOGS/server.log" >&2 2>/dev/null || echo "(no server.log)" >&2
+    echo "---- last lines of $LOGS/kafka.out (JVM stdout/stderr) ----" >&2
+    tail -n 30 "$LOGS/kafka.out" >&2 2>/dev/null || echo "(no kafka.out)" >&2
+}
+
+stop_pid() {
+    local pid="$1"
+    kill -TERM "$pid" 2>/dev/null || return 0
+    # a controlled shutdown takes a few seconds; give it 30 before SIGKILL
+    local deadline=$((SECONDS + 30))
+    while kill -0 "$pid" 2>/dev/null && [[ $SECONDS -lt $deadline ]]; do sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+        say "broker $pid did not stop within 30 s; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    fi
+}
+
+cmd_up() {
+    lock
+    local pid
+    if pid="$(broker_pid)"; then
+        probe --deadline "$READY_TIMEOUT" --pid "$pid" || { show_log_tail; die "broker $pid is running but not serving clients"; }
+        say "already up on 127.0.0.1:$PORT (pid $pid)"
+        return 0
+    fi
+    for p in "$PORT" "$CONTROLLER_PORT"; do
+        port_taken "$p" && die "port $p on 127.0.0.1 is already in use by another process; \
+choose others with --port/--controller-port (KAFKA_PORT/KAFKA_CONTROLLER_PORT)"
+    done
+    command -v "$JAVA" >/dev/null || die "Java 17+ ('$JAVA') is needed to run Kafka"
+    fetch
+    mkdir -p "$LOGS"
+    render_config
+    format_once
+    local started=$SECONDS
+    # 9>&-: the broker must not inherit (and so hold for ever) the lock.
+    # Job control gives the broker its own process group, so a Ctrl-C meant for the
+    # caller does not reach it; it is stopped by `down`, by its PID.
+    set -m
+    jvm_flags
+    # shellcheck disable=SC2086  # KAFKA_HEAP_OPTS holds several JVM flags
+    nohup "$JAVA" ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:MaxGCPauseMillis=20 "${JVM_FLAGS[@]}" \
+        kafka.Kafka "$DATA/server.properties" </dev/null >>"$LOGS/kafka.out" 2>&1 9>&- &
+    pid=$!
+    set +m
+    echo "$pid" >"$PID_FILE"
+    if ! probe --deadline "$READY_TIMEOUT" --pid "$pid"; then
+        show_log_tail
+        stop_pid "$pid"
+        rm -f "$PID_FILE"
+        die "the broker did not serve clients within ${READY_TIMEOUT} s (logs: $LOGS)"
+    fi
+    say "up on 127.0.0.1:$PORT (pid $pid, ready in $((SECONDS - started)) s; logs: $LOGS)"
+}
+
+cmd_down() {
+    lock
+    local pid
+    if ! pid="$(broker_pid)"; then
+        rm -f "$PID_FILE"
+        say "not running (port $PORT)"
+        return 0
+    fi
+    stop_pid "$pid"
+    rm -f "$PID_FILE"
+    say "stopped broker $pid"
+}
+
+cmd_status() {
+    local pid
+    pid="$(broker_pid)" || { say "not running (port $PORT)"; return 1; }
+    probe || { say "pid $pid is running but not serving clients"; return 1; }
+    say "up on 127.0.0.1:$PORT (pid $pid)"
+}
+
+case "$COMMAND" in
+    fetch) fetch; say "jars ready in $LIBS" ;;
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    logs) tail -n "${1:-200}" "$LOGS/server.log" ;;
+    clean) cmd_down; rm -rf "$DATA"; say "removed $DATA" ;;
+    *) die "unknown command '${COMMAND}'; try: fetch | up | down | status | logs [N] | clean" ;;
+esac
