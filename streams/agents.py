@@ -8,8 +8,10 @@ or `del table[key]` while an event of the same partition is current, as faust re
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +25,8 @@ from streams.session_record import SessionRecord
 from streams.topics import Topics
 
 log = logging.getLogger(__name__)
+
+MAX_REMEMBERED_ACKS = 65536
 
 
 class SessionAgent:
@@ -50,9 +54,15 @@ class SessionAgent:
         self._clock = clock
         # Verdict sends not yet acknowledged; a done callback removes each one.
         self._inflight: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        # Recently acknowledged ones (bounded): a duplicate of their event needs no resend.
+        self._acked: OrderedDict[tuple[str, int], None] = OrderedDict()
 
     def is_unconfirmed(self, session_id: str, seq: int) -> bool:
         return (session_id, seq) in self._inflight
+
+    def sent_by_this_worker(self, session_id: str, seq: int) -> bool:
+        ident = (session_id, seq)
+        return ident in self._inflight or ident in self._acked
 
     async def process(self, event: Any) -> None:
         """Handle one faust event (its message holds the raw key and value)."""
@@ -74,6 +84,7 @@ class SessionAgent:
             max_event_bytes=self._max_event_bytes,
             now=self._clock(),
             is_unconfirmed=self.is_unconfirmed,
+            sent_by_this_worker=self.sent_by_this_worker,
             drop_ended=self._drop_ended,
         )
         if isinstance(outcome, Rejected):
@@ -86,7 +97,7 @@ class SessionAgent:
                     outcome.event.session_id,
                     outcome.event.seq,
                     outcome.resend,
-                    None,
+                    _rule_of(outcome.resend),
                     message.timestamp,
                 )
             else:
@@ -145,6 +156,9 @@ class SessionAgent:
             return  # stays unconfirmed; faust crashes the worker on a failed send
         if self._inflight.get(ident) is fut:
             del self._inflight[ident]
+        self._acked[ident] = None
+        if len(self._acked) > MAX_REMEMBERED_ACKS:
+            self._acked.popitem(last=False)
         if produced_at:
             self._metrics.latency.observe(max(0.0, time.time() - produced_at))
 
@@ -179,3 +193,9 @@ class SessionAgent:
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:
             self._expiry.drop_partition(partition)
+
+
+def _rule_of(payload: bytes) -> str | None:
+    """The warning rule of a stored verdict (a resent warning goes to both topics again)."""
+    warning = json.loads(payload).get("warning")
+    return None if warning is None else str(warning["rule"])

@@ -57,6 +57,7 @@ def process_record(
     max_event_bytes: int,
     now: datetime,
     is_unconfirmed: Callable[[str, int], bool],
+    sent_by_this_worker: Callable[[str, int], bool] = lambda _sid, _seq: False,
     drop_ended: bool = False,
 ) -> Outcome:
     """Process one record of `agent-events`; `load(session_id)` gives the session's
@@ -64,6 +65,8 @@ def process_record(
 
     `is_unconfirmed(session_id, seq)` says whether that verdict's send is still in flight;
     stored verdicts it no longer knows of were acknowledged (or re-sent by a replay).
+    `sent_by_this_worker(session_id, seq)`: that verdict is in flight or was acknowledged in
+    this process, so a duplicate of its event needs no resend.
     `drop_ended`: delete the state at `session_end` at once instead of keeping an ended
     marker (see `streams.expiry`).
     """
@@ -82,7 +85,11 @@ def process_record(
         stored = load(event.session_id)
         previous = None if stored is None else SessionRecord.decode(stored)
         if previous is not None and event.seq <= previous.last_seq:
-            return Duplicate(event, previous.unconfirmed_verdict(event.seq))
+            # Resend only a verdict left unconfirmed by an earlier run of the worker: one
+            # sent here is delivered (or the worker stops before committing the offset).
+            sent_here = sent_by_this_worker(event.session_id, event.seq)
+            resend = None if sent_here else previous.unconfirmed_verdict(event.seq)
+            return Duplicate(event, resend)
         state = None if previous is None else previous.state
         new_state, verdict = observe(state, event, config, evaluated_at=now)
     except Exception as exc:  # a detector bug must not stop the partition
