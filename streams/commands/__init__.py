@@ -11,7 +11,12 @@ Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = []
 
-from streams.commands import scan, schema  # noqa: E402  (registry first, then the commands)
+from streams.commands import scan, schema, worker  # noqa: E402  (registry first, then the commands)
 
 COMMANDS.append(scan.register)
 COMMANDS.append(schema.register)
+
+from streams.commands import topics  # noqa: E402
+
+COMMANDS.append(topics.register)
+COMMANDS.append(worker.register)

@@ -1,0 +1,193 @@
+"""Kafka topics for loopwatch, created explicitly (the broker's auto-create stays off).
+
+The events topic and the `sessions` table's changelog must have the same partition count:
+faust reads a session's state from the changelog partition with the number of the events
+partition it arrived on (co-partitioning). So both are created here, from one setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+
+from streams.settings import Settings
+
+RETRY_BACKOFF_SECONDS = 0.25
+
+
+class BrokerUnreachable(RuntimeError):
+    """No broker answered a metadata request before the deadline."""
+
+
+class TopicError(RuntimeError):
+    """A topic could not be created, or exists in a shape loopwatch cannot use."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    must_match_partitions: bool = False
+    """True for the co-partitioned pair: an existing topic with another count is an error."""
+
+
+@dataclass(frozen=True)
+class TopicOutcome:
+    name: str
+    created: bool
+    partitions: int
+
+
+def _retention(seconds: int) -> dict[str, str]:
+    return {"retention.ms": str(-1 if seconds == -1 else seconds * 1000)}
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    """Every topic the worker reads or writes, with its partitions and configs."""
+    n, rf = settings.partitions, settings.replication_factor
+    return [
+        TopicSpec(
+            settings.events_topic,
+            n,
+            rf,
+            _retention(settings.events_retention_seconds),
+            must_match_partitions=True,
+        ),
+        # compacted, never deleted by age: it is the table's state
+        TopicSpec(
+            settings.changelog_topic,
+            n,
+            rf,
+            {"cleanup.policy": "compact"},
+            must_match_partitions=True,
+        ),
+        TopicSpec(settings.verdicts_topic, n, rf, _retention(settings.verdicts_retention_seconds)),
+        TopicSpec(settings.warnings_topic, n, rf, _retention(settings.warnings_retention_seconds)),
+        TopicSpec(settings.dlq_topic, n, rf, _retention(settings.dlq_retention_seconds)),
+    ]
+
+
+def unreachable_message(bootstrap_servers: str, detail: str, timeout: float) -> str:
+    return (
+        f"Kafka is not reachable at {bootstrap_servers} within {timeout:g} s ({detail}). "
+        "Start the local broker with `make kafka-up`, or set KAFKA_BOOTSTRAP_SERVERS "
+        "to a running one."
+    )
+
+
+async def connect_admin(settings: Settings, timeout: float = 30.0) -> AIOKafkaAdminClient:
+    """A started admin client, once a broker has answered a metadata request.
+
+    Retries until `timeout` seconds have passed (a broker may still be starting), then
+    raises BrokerUnreachable naming the bootstrap servers.
+    """
+    deadline = time.monotonic() + timeout
+    detail = "no attempt"
+    while True:
+        remaining = deadline - time.monotonic()
+        admin = AIOKafkaAdminClient(
+            **settings.aiokafka_kwargs(),
+            client_id=f"{settings.app_id}-admin",
+            request_timeout_ms=max(1000, int(min(remaining, 30.0) * 1000)),
+        )
+        try:
+            async with asyncio.timeout(max(remaining, 0.1)):
+                await admin.start()
+                cluster = await admin.describe_cluster()
+            if cluster["brokers"]:
+                return admin
+            detail = "no live brokers in the metadata yet"
+        except (KafkaError, OSError, TimeoutError) as exc:
+            detail = str(exc) or type(exc).__name__
+        await admin.close()
+        if time.monotonic() >= deadline:
+            raise BrokerUnreachable(
+                unreachable_message(settings.bootstrap_servers, detail, timeout)
+            )
+        await asyncio.sleep(RETRY_BACKOFF_SECONDS)  # retry backoff inside a deadline
+
+
+async def wait_for_broker(settings: Settings, timeout: float = 30.0) -> None:
+    """Return once a broker serves metadata; BrokerUnreachable after `timeout` seconds."""
+    admin = await connect_admin(settings, timeout)
+    await admin.close()
+
+
+async def partition_counts(admin: AIOKafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
+    """Partitions of each existing topic among `names` (absent topics are left out)."""
+    described: list[dict[str, Any]] = await admin.describe_topics(list(names))
+    return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
+
+
+async def ensure_topics(
+    admin: AIOKafkaAdminClient, specs: list[TopicSpec], timeout: float = 30.0
+) -> list[TopicOutcome]:
+    """Create the topics that are missing; check the partitions of those that exist.
+
+    Idempotent. An existing topic keeps its configs: changing retention on a live topic
+    is an operator's decision, not a side effect of start-up.
+    """
+    response = await admin.create_topics(
+        [
+            NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
+            for s in specs
+        ],
+        timeout_ms=int(timeout * 1000),
+    )
+    created: set[str] = set()
+    for name, code, *message in response.topic_errors:
+        if code == 0:
+            created.add(name)
+        elif code != TopicAlreadyExistsError.errno:
+            reason = message[0] if message and message[0] else for_code(code).__name__
+            raise TopicError(f"creating topic {name} failed: {reason}")
+    counts = await _wait_for_leaders(admin, [s.name for s in specs], timeout)
+    for spec in specs:
+        if spec.must_match_partitions and counts[spec.name] != spec.partitions:
+            raise TopicError(
+                f"topic {spec.name} exists with {counts[spec.name]} partitions, but "
+                f"LOOPWATCH_PARTITIONS is {spec.partitions}; the events topic and the "
+                "sessions changelog must have the same count. Set LOOPWATCH_PARTITIONS="
+                f"{counts[spec.name]}, or delete the topic."
+            )
+    return [TopicOutcome(s.name, s.name in created, counts[s.name]) for s in specs]
+
+
+async def _wait_for_leaders(
+    admin: AIOKafkaAdminClient, names: list[str], timeout: float
+) -> dict[str, int]:
+    # A created topic is usable once every partition has a leader in the metadata;
+    # producing before that fails with UNKNOWN_TOPIC_OR_PARTITION.
+    deadline = time.monotonic() + timeout
+    while True:
+        described: list[dict[str, Any]] = await admin.describe_topics(names)
+        ready = {
+            t["topic"]: len(t["partitions"])
+            for t in described
+            if t["error_code"] == 0
+            and t["partitions"]
+            and all(p["leader"] >= 0 for p in t["partitions"])
+        }
+        if len(ready) == len(set(names)):
+            return ready
+        if time.monotonic() >= deadline:
+            missing = sorted(set(names) - set(ready))
+            raise TopicError(f"topics without partition leaders after {timeout:g} s: {missing}")
+        await asyncio.sleep(RETRY_BACKOFF_SECONDS)  # retry backoff inside a deadline
+
+
+async def create_topics(settings: Settings, timeout: float = 30.0) -> list[TopicOutcome]:
+    """Connect (waiting up to `timeout` for a broker) and ensure every loopwatch topic."""
+    admin = await connect_admin(settings, timeout)
+    try:
+        return await ensure_topics(admin, topic_specs(settings), timeout)
+    finally:
+        await admin.close()

@@ -1,0 +1,277 @@
+"""The one settings object of the worker and the CLI, read from the environment.
+
+`Settings.from_env()` validates every value at start-up; a bad one raises `SettingsError`
+whose message names the environment variable and the bad value (never a secret's value).
+The README's configuration table lists the same variables as `ENVIRONMENT` below.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, ValidationError
+
+from models import DetectionConfig
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
+
+DAY_SECONDS = 24 * 3600
+MIB = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """An invalid setting; the message names the environment variable."""
+
+
+class Settings(BaseModel):
+    """Everything the worker and the CLI take from their environment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bootstrap_servers: str = "localhost:9092"
+    """Comma-separated host:port list of the Kafka brokers."""
+    app_id: str = "loopwatch"
+    """faust app id: the consumer group and the prefix of the table's changelog topic."""
+    events_topic: str = "agent-events"
+    verdicts_topic: str = "loop-verdicts"
+    warnings_topic: str = "loop-warnings"
+    dlq_topic: str = "agent-events-dlq"
+    partitions: StrictInt = Field(12, ge=1)
+    """Partitions of the events topic and of the table's changelog (they must match)."""
+    replication_factor: StrictInt = Field(1, ge=1)
+    events_retention_seconds: StrictInt = Field(7 * DAY_SECONDS, ge=-1)
+    """-1 keeps records for ever (Kafka's retention.ms=-1)."""
+    verdicts_retention_seconds: StrictInt = Field(DAY_SECONDS, ge=-1)
+    """Short: a runtime reads the verdict of its newest event within seconds."""
+    warnings_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
+    dlq_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
+    """Long enough for someone to look at dead letters after a weekend."""
+    threshold: StrictInt = Field(3, ge=1)
+    mutating_failure_threshold: StrictInt = Field(2, ge=1)
+    session_ttl_seconds: StrictInt = Field(DAY_SECONDS, ge=1)
+    """An idle session's state is dropped after this long."""
+    ended_retention_seconds: StrictInt = Field(0, ge=0)
+    """How long an ended session's state is kept (0: dropped at `session_end`)."""
+    max_event_bytes: StrictInt = Field(MIB, ge=1)
+    """A larger event record goes to the dead-letter topic."""
+    store_url: str = "memory://"
+    """faust table store: `memory://` for development, `rocksdb://` for production."""
+    data_dir: str = "loopwatch-data"
+    processing_guarantee: ProcessingGuarantee = "at_least_once"
+    web_host: str = "127.0.0.1"
+    web_port: StrictInt = Field(6066, ge=1, le=65535)
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from `environ` (default: the process environment); unset means default."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field, (name, parse) in ENVIRONMENT.items():
+            raw = env.get(name, "")
+            if raw.strip():  # set but empty counts as unset, as in most shells' configs
+                # a password keeps its spaces; any other value loses stray ones
+                values[field] = parse(name, raw if parse is _secret else raw.strip())
+        try:
+            settings = cls(**values)
+        except ValidationError as exc:  # only reachable through a parser gap; name it anyway
+            error = exc.errors()[0]
+            field = str(error["loc"][0])
+            raise SettingsError(f"{ENVIRONMENT[field][0]}: {error['msg']}") from None
+        settings._check_security()
+        return settings
+
+    @property
+    def detection(self) -> DetectionConfig:
+        return DetectionConfig(
+            threshold=self.threshold, mutating_failure_threshold=self.mutating_failure_threshold
+        )
+
+    @property
+    def changelog_topic(self) -> str:
+        """The `sessions` table's changelog, as faust names it."""
+        return f"{self.app_id}-sessions-changelog"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A TLS context for SSL / SASL_SSL (system CAs unless KAFKA_SSL_CAFILE is set)."""
+        if not self.security_protocol.endswith("SSL"):
+            return None
+        context = ssl.create_default_context(cafile=self.ssl_cafile)
+        if self.ssl_certfile:
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        return context
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        """Connection keyword arguments for any aiokafka client (producer, consumer, admin)."""
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "security_protocol": self.security_protocol,
+        }
+        context = self.ssl_context()
+        if context is not None:
+            kwargs["ssl_context"] = context
+        if self.security_protocol.startswith("SASL"):
+            assert self.sasl_password is not None  # _check_security guarantees it
+            kwargs["sasl_mechanism"] = self.sasl_mechanism
+            kwargs["sasl_plain_username"] = self.sasl_username
+            kwargs["sasl_plain_password"] = self.sasl_password.get_secret_value()
+        return kwargs
+
+    def faust_security(self) -> dict[str, Any]:
+        """`faust.App` keyword arguments for the configured security protocol."""
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        import faust  # noqa: PLC0415  (lazy: the CLI's settings checks need no faust)
+
+        context = self.ssl_context()
+        if self.security_protocol == "SSL":
+            return {"broker_credentials": faust.SSLCredentials(context)}
+        assert self.sasl_password is not None  # _check_security guarantees it
+        return {
+            "broker_credentials": faust.SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value(),
+                ssl_context=context,
+                mechanism=self.sasl_mechanism,
+            )
+        }
+
+    def _check_security(self) -> None:
+        if self.security_protocol.startswith("SASL"):
+            for field in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, field) is None:
+                    raise SettingsError(
+                        f"{ENVIRONMENT[field][0]} must be set when KAFKA_SECURITY_PROTOCOL "
+                        f"is {self.security_protocol}"
+                    )
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise SettingsError("KAFKA_SSL_KEYFILE is set but KAFKA_SSL_CERTFILE is not")
+
+
+# -- parsing one environment variable ---------------------------------------------------
+
+Parser = Callable[[str, str], Any]
+
+_INTEGER = re.compile(r"[+-]?\d+")
+# Kafka's legal topic characters (the app id prefixes the changelog topic's name)
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,200}")
+_SERVER = re.compile(r"\[?[A-Za-z0-9._:-]+\]?:(\d{1,5})")
+
+
+def _integer(minimum: int, allowed: tuple[int, ...] = ()) -> Parser:
+    def parse(name: str, raw: str) -> int:
+        # "true", "2.0" and "1e3" are rejected: a threshold is a count, said as one
+        if _INTEGER.fullmatch(raw) and (int(raw) >= minimum or int(raw) in allowed):
+            return int(raw)
+        extra = "".join(f" or {value}" for value in allowed)
+        raise SettingsError(f"{name} must be an integer >= {minimum}{extra}, got {raw!r}")
+
+    return parse
+
+
+def _port(name: str, raw: str) -> int:
+    if _INTEGER.fullmatch(raw) and 1 <= int(raw) <= 65535:
+        return int(raw)
+    raise SettingsError(f"{name} must be a port number (1-65535), got {raw!r}")
+
+
+def _topic_name(name: str, raw: str) -> str:
+    if _TOPIC.fullmatch(raw) and raw not in (".", ".."):
+        return raw
+    raise SettingsError(
+        f"{name} must be 1-200 characters of letters, digits, '.', '_' and '-', got {raw!r}"
+    )
+
+
+def _servers(name: str, raw: str) -> str:
+    servers = [server.strip() for server in raw.split(",")]
+    for server in servers:
+        match = _SERVER.fullmatch(server)
+        if match is None or not 1 <= int(match.group(1)) <= 65535:
+            raise SettingsError(f"{name} must be a comma-separated list of host:port, got {raw!r}")
+    return ",".join(servers)
+
+
+def _choice(*choices: str, upper: bool = False) -> Parser:
+    def parse(name: str, raw: str) -> str:
+        value = raw.upper() if upper else raw
+        if value in choices:
+            return value
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+
+    return parse
+
+
+def _store(name: str, raw: str) -> str:
+    if raw.startswith(("memory://", "rocksdb://")):
+        return raw
+    raise SettingsError(f"{name} must start with memory:// or rocksdb://, got {raw!r}")
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _secret(name: str, raw: str) -> SecretStr:
+    return SecretStr(raw)
+
+
+def _existing_file(name: str, raw: str) -> str:
+    if os.path.isfile(raw):
+        return raw
+    raise SettingsError(f"{name} must name a readable file, got {raw!r} (no such file)")
+
+
+ENVIRONMENT: dict[str, tuple[str, Parser]] = {
+    "bootstrap_servers": ("KAFKA_BOOTSTRAP_SERVERS", _servers),
+    "app_id": ("LOOPWATCH_APP_ID", _topic_name),
+    "events_topic": ("LOOPWATCH_EVENTS_TOPIC", _topic_name),
+    "verdicts_topic": ("LOOPWATCH_VERDICTS_TOPIC", _topic_name),
+    "warnings_topic": ("LOOPWATCH_WARNINGS_TOPIC", _topic_name),
+    "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", _topic_name),
+    "partitions": ("LOOPWATCH_PARTITIONS", _integer(1)),
+    "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", _integer(1)),
+    "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", _integer(1, (-1,))),
+    "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", _integer(1, (-1,))),
+    "warnings_retention_seconds": ("LOOPWATCH_WARNINGS_RETENTION_SECONDS", _integer(1, (-1,))),
+    "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", _integer(1, (-1,))),
+    "threshold": ("LOOPWATCH_THRESHOLD", _integer(1)),
+    "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", _integer(1)),
+    "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", _integer(1)),
+    "ended_retention_seconds": ("LOOPWATCH_ENDED_RETENTION_SECONDS", _integer(0)),
+    "max_event_bytes": ("LOOPWATCH_MAX_EVENT_BYTES", _integer(1)),
+    "store_url": ("LOOPWATCH_STORE", _store),
+    "data_dir": ("LOOPWATCH_DATA_DIR", _text),
+    "processing_guarantee": (
+        "LOOPWATCH_PROCESSING_GUARANTEE",
+        _choice("at_least_once", "exactly_once"),
+    ),
+    "web_host": ("LOOPWATCH_WEB_HOST", _text),
+    "web_port": ("LOOPWATCH_WEB_PORT", _port),
+    "security_protocol": (
+        "KAFKA_SECURITY_PROTOCOL",
+        _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
+    ),
+    "sasl_mechanism": (
+        "KAFKA_SASL_MECHANISM",
+        _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", upper=True),
+    ),
+    "sasl_username": ("KAFKA_SASL_USERNAME", _text),
+    "sasl_password": ("KAFKA_SASL_PASSWORD", _secret),
+    "ssl_cafile": ("KAFKA_SSL_CAFILE", _existing_file),
+    "ssl_certfile": ("KAFKA_SSL_CERTFILE", _existing_file),
+    "ssl_keyfile": ("KAFKA_SSL_KEYFILE", _existing_file),
+}
+"""Settings field → (environment variable, parser that validates its text)."""
