@@ -9,17 +9,15 @@ Thin on purpose: topics, the `sessions` table, one agent with concurrency 1 and 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import faust
 
 from streams.agents import SessionAgent
 from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
+from streams.settings import Settings
 from streams.topics import declare_topics
-
-if TYPE_CHECKING:
-    from streams.settings import Settings
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""
@@ -27,7 +25,7 @@ TABLE_NAME = "sessions"
 
 def create_app(settings: Settings) -> Any:
     """A configured faust app for these settings (not started)."""
-    app = faust.App(
+    app: Any = faust.App(
         settings.app_id,
         broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
         **settings.faust_security(),
@@ -96,9 +94,10 @@ def create_app(settings: Settings) -> Any:
 
     events_topic = settings.events_topic
 
-    @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
         agent.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+
+    app.on_partitions_revoked.connect(on_revoked)
 
     async def metrics_page(web: Any, request: Any) -> Any:
         return web.bytes(metrics.exposition(), content_type=CONTENT_TYPE)
@@ -110,13 +109,15 @@ def create_app(settings: Settings) -> Any:
     return app
 
 
+_built: dict[str, Any] = {}
+
+
 def __getattr__(name: str) -> Any:
     # `faust -A streams.app` wants a module-level app; building it at import time would
     # read the environment whenever anything imports this module.
     if name == "app":
-        from streams.settings import Settings
-
-        global app
-        app = create_app(Settings.from_env())
-        return app
+        built = _built.get("app")
+        if built is None:
+            built = _built["app"] = create_app(Settings.from_env())
+        return built
     raise AttributeError(name)

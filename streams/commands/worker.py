@@ -1,0 +1,70 @@
+"""`loopwatch worker`: ensure the topics exist, then run the stream app until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from streams.settings import Settings, SettingsError
+
+EXIT_CONFIG = 2
+EXIT_BROKER = 1
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    parser = sub.add_parser(
+        "worker",
+        help="run the stream app (a faust worker) on the configured Kafka",
+        description="Create the loopwatch topics when missing (same partitions for events "
+        "and the sessions changelog), then consume agent events and publish one verdict "
+        "per event until SIGTERM/SIGINT. Configured by the environment (see README).",
+    )
+    parser.add_argument(
+        "--loglevel",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="faust/worker log level (default: info)",
+    )
+    parser.add_argument(
+        "--topic-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the broker while ensuring topics (default: 30)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"loopwatch worker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    # One loop for the topic check and the worker: faust binds to the current loop.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        for outcome in loop.run_until_complete(create_topics(settings, args.topic_timeout)):
+            state = "created" if outcome.created else "exists"
+            print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
+    except (BrokerUnreachable, TopicError) as exc:
+        print(f"loopwatch worker: {exc}", file=sys.stderr)
+        loop.close()
+        return EXIT_BROKER
+    return _run_worker(settings, args.loglevel, loop)
+
+
+def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
+    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
+
+    from streams.app import create_app  # noqa: PLC0415
+
+    worker = faust.Worker(create_app(settings), loglevel=loglevel, loop=loop)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
