@@ -1,0 +1,195 @@
+"""One conversation as the runtime sees it: publish its events, wait for its verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from models import LoopVerdict
+from streams.client.encoding import Call, EventEncoder
+from streams.client.ledger import Ledger, PlacedWarning
+from streams.client.stats import ClientStats
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[str, bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class VerdictWait:
+    """The outcome of waiting for a session's verdicts."""
+
+    through_seq: int | None
+    """The seq waited for (None: the session had published nothing)."""
+    complete: bool
+    """True when the verdict of `through_seq` had arrived; False after a timeout."""
+    waited_seconds: float
+    """How long the wait took."""
+    warnings: tuple[PlacedWarning, ...]
+    """Every warning of the session received so far, anchored to history messages."""
+
+
+class Session:
+    """Assigns `seq`, publishes events keyed by the session id, collects verdicts.
+
+    `message_index` (optional on every publish) is the index of the message in the
+    runtime's own history that the event comes from; it is what lets
+    `warnings_by_message()` feed `streams.client.placement`.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        encoder: EventEncoder,
+        publish: Publish,
+        on_close: Callable[[Session], None],
+        stats: ClientStats,
+        clock: Callable[[], datetime],
+        default_timeout: float,
+        first_seq: int = 0,
+    ) -> None:
+        self.session_id = session_id
+        self._encoder = encoder
+        self._publish = publish
+        self._on_close = on_close
+        self._stats = stats
+        self._clock = clock
+        self._default_timeout = default_timeout
+        self._next_seq = first_seq
+        self._ledger = Ledger()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.closed = False
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if not self.closed:
+            await self.end()
+
+    # -- publishing ----------------------------------------------------------------------
+
+    async def user(self, text: str | None = None, *, message_index: int | None = None) -> int:
+        seq = self._take_seq(message_index)
+        return await self._send(seq, self._encoder.user(seq, self._clock(), text))
+
+    async def system(self, text: str | None = None, *, message_index: int | None = None) -> int:
+        seq = self._take_seq(message_index)
+        return await self._send(seq, self._encoder.system(seq, self._clock(), text))
+
+    async def assistant(
+        self,
+        text: str | None = None,
+        tool_calls: Sequence[Call] = (),
+        *,
+        message_index: int | None = None,
+    ) -> int:
+        seq = self._take_seq(message_index)
+        record = self._encoder.assistant(seq, self._clock(), text, tool_calls)
+        return await self._send(seq, record)
+
+    async def tool_result(
+        self,
+        call_id: str,
+        tool_name: str,
+        result: Any = None,
+        error: str | None = None,
+        *,
+        message_index: int | None = None,
+    ) -> int:
+        seq = self._take_seq(message_index)
+        record = self._encoder.tool_result(
+            seq, self._clock(), call_id=call_id, tool_name=tool_name, result=result, error=error
+        )
+        return await self._send(seq, record)
+
+    async def end(self) -> int:
+        """Publish `session_end` and stop reading this session's verdicts."""
+        seq = self._take_seq(None)
+        await self._send(seq, self._encoder.end(seq, self._clock()))
+        self.close()
+        return seq
+
+    def close(self) -> None:
+        """Stop reading verdicts without ending the session (another process may go on)."""
+        if not self.closed:
+            self.closed = True
+            self._on_close(self)
+            for _, waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _take_seq(self, message_index: int | None) -> int:
+        if self.closed:
+            raise RuntimeError(f"session {self.session_id!r} is closed")
+        seq = self._next_seq
+        self._next_seq += 1
+        self._ledger.published(seq, message_index)
+        return seq
+
+    async def _send(self, seq: int, record: bytes) -> int:
+        await self._publish(self.session_id, record)
+        return seq
+
+    # -- verdicts ------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int | None:
+        """The seq of the newest published event."""
+        return self._ledger.last_seq
+
+    def on_verdict(self, verdict: LoopVerdict) -> None:
+        """Called by the reader for each verdict of this session."""
+        if not self._ledger.received(verdict):
+            return
+        if verdict.warning is not None:
+            self._stats.warnings[verdict.warning.rule] += 1
+        still_waiting = []
+        for through_seq, waiter in self._waiters:
+            if self._ledger.has_verdict(through_seq):
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                still_waiting.append((through_seq, waiter))
+        self._waiters = still_waiting
+
+    async def verdicts(
+        self, through_seq: int | None = None, timeout: float | None = None
+    ) -> VerdictWait:
+        """Wait until the verdict of `through_seq` (default: the newest event) has arrived,
+        at most `timeout` seconds (default: the client's); then return what has arrived.
+
+        Fail-open: a timeout is logged and counted, never raised.
+        """
+        target = self._ledger.last_seq if through_seq is None else through_seq
+        timeout = self._default_timeout if timeout is None else timeout
+        started = time.monotonic()
+        complete = target is None or self._ledger.has_verdict(target)
+        if not complete and target is not None and not self.closed:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append((target, waiter))
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            except TimeoutError:
+                self._waiters = [(s, w) for s, w in self._waiters if w is not waiter]
+            complete = self._ledger.has_verdict(target)
+        waited = time.monotonic() - started
+        self._stats.record_wait(waited, complete)
+        if not complete:
+            log.warning(
+                "no verdict for session %s seq %s within %.2fs; going on without it",
+                self.session_id,
+                target,
+                timeout,
+            )
+        return VerdictWait(target, complete, waited, tuple(self._ledger.warnings()))
+
+    def warnings_by_message(self) -> dict[int, list[str]]:
+        """Received warnings keyed by history message index, for `placement`."""
+        return self._ledger.warnings_by_message()
