@@ -445,6 +445,34 @@ def test_reference_known_answers_signatures() -> None:
         check_against_reference(build_session(acts), config)
 
 
+TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["swe-agent.events.jsonl", "tau-airline.events.jsonl"])
+def test_core_matches_history_rescan_on_real_trajectories(name: str) -> None:
+    path = TRAJECTORIES / name
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    config = DetectionConfig()
+    replays: dict[str, Any] = {}
+    states: dict[str, SessionState] = {}
+    warnings = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = EVENT_ADAPTER.validate_json(line)
+        replay = replays.setdefault(event.session_id, reference.ReplaySession(config))
+        processed, expected = replay.feed(event)
+        state, verdict = observe(states.get(event.session_id), event, config)
+        if state is None:
+            states.pop(event.session_id, None)
+        else:
+            states[event.session_id] = state
+        assert (verdict is not None) is processed, line
+        assert verdict is None or project(verdict.warning) == expected, line
+        warnings += expected is not None
+    assert warnings >= (1 if name.startswith("swe") else 0)
+
+
 # --- (b) bounded state over long sessions -----------------------------------------------
 
 LONG_EVENTS = 6_000
