@@ -164,10 +164,10 @@ class Settings(BaseModel):
 
 Parser = Callable[[str, str], Any]
 
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 # Kafka's legal topic characters (the app id prefixes the changelog topic's name)
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,200}")
-_SERVER = re.compile(r"\[?[A-Za-z0-9._:-]+\]?:(\d{1,5})")
+_SERVER = re.compile(r"\[?[A-Za-z0-9._:-]+\]?:([0-9]{1,5})")
 
 
 def _integer(minimum: int, allowed: tuple[int, ...] = ()) -> Parser:

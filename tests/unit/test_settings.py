@@ -1,0 +1,185 @@
+"""Settings from the environment: defaults, parsing, and messages that name the bad value."""
+
+from __future__ import annotations
+
+import re
+import ssl
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models import DetectionConfig
+from streams.settings import ENVIRONMENT, Settings, SettingsError
+
+REPO = Path(__file__).resolve().parents[2]
+SASL = {
+    "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+    "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+    "KAFKA_SASL_USERNAME": "loopwatch",
+    "KAFKA_SASL_PASSWORD": "s3cret-pa55",
+}
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = Settings.from_env({})
+    assert settings.bootstrap_servers == "localhost:9092"
+    assert settings.app_id == "loopwatch"
+    assert (
+        settings.events_topic,
+        settings.verdicts_topic,
+        settings.warnings_topic,
+        settings.dlq_topic,
+    ) == ("agent-events", "loop-verdicts", "loop-warnings", "agent-events-dlq")
+    assert settings.partitions == 12
+    assert settings.detection == DetectionConfig(threshold=3, mutating_failure_threshold=2)
+    assert settings.session_ttl_seconds == 86400
+    assert settings.max_event_bytes == 1024 * 1024
+    assert settings.store_url == "memory://"
+    assert settings.web_port == 6066
+    assert settings.changelog_topic == "loopwatch-sessions-changelog"
+    # verdicts are read within seconds; dead letters wait for a person
+    assert settings.verdicts_retention_seconds < settings.events_retention_seconds
+    assert settings.events_retention_seconds < settings.dlq_retention_seconds
+
+
+def test_every_variable_is_read() -> None:
+    settings = Settings.from_env(
+        {
+            "KAFKA_BOOTSTRAP_SERVERS": "k1:9092, k2:19092",
+            "LOOPWATCH_APP_ID": "lw-prod",
+            "LOOPWATCH_EVENTS_TOPIC": "ev",
+            "LOOPWATCH_VERDICTS_TOPIC": "vd",
+            "LOOPWATCH_WARNINGS_TOPIC": "wn",
+            "LOOPWATCH_DLQ_TOPIC": "dl",
+            "LOOPWATCH_PARTITIONS": "24",
+            "LOOPWATCH_REPLICATION_FACTOR": "3",
+            "LOOPWATCH_THRESHOLD": "5",
+            "LOOPWATCH_MUTATING_FAILURE_THRESHOLD": "4",
+            "LOOPWATCH_VERDICTS_RETENTION_SECONDS": "3600",
+            "LOOPWATCH_DLQ_RETENTION_SECONDS": "-1",
+            "LOOPWATCH_SESSION_TTL_SECONDS": "60",
+            "LOOPWATCH_MAX_EVENT_BYTES": "2048",
+            "LOOPWATCH_STORE": "rocksdb://",
+            "LOOPWATCH_WEB_PORT": "8080",
+            "LOOPWATCH_PROCESSING_GUARANTEE": "exactly_once",
+        }
+    )
+    assert settings.bootstrap_servers == "k1:9092,k2:19092"
+    assert settings.changelog_topic == "lw-prod-sessions-changelog"
+    assert (settings.partitions, settings.replication_factor) == (24, 3)
+    assert settings.detection == DetectionConfig(threshold=5, mutating_failure_threshold=4)
+    assert settings.verdicts_retention_seconds == 3600
+    assert settings.dlq_retention_seconds == -1
+    assert (settings.session_ttl_seconds, settings.max_event_bytes) == (60, 2048)
+    assert (settings.store_url, settings.web_port) == ("rocksdb://", 8080)
+    assert settings.processing_guarantee == "exactly_once"
+
+
+def test_empty_value_means_default() -> None:
+    assert Settings.from_env({"LOOPWATCH_PARTITIONS": "  "}).partitions == 12
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "expected"),
+    [
+        ("LOOPWATCH_PARTITIONS", "abc", "LOOPWATCH_PARTITIONS must be an integer >= 1, got 'abc'"),
+        ("LOOPWATCH_PARTITIONS", "0", "LOOPWATCH_PARTITIONS must be an integer >= 1, got '0'"),
+        ("LOOPWATCH_THRESHOLD", "true", "LOOPWATCH_THRESHOLD must be an integer >= 1, got 'true'"),
+        ("LOOPWATCH_THRESHOLD", "2.0", "LOOPWATCH_THRESHOLD must be an integer >= 1, got '2.0'"),
+        ("LOOPWATCH_THRESHOLD", "-3", "LOOPWATCH_THRESHOLD must be an integer >= 1, got '-3'"),
+        (
+            "LOOPWATCH_MUTATING_FAILURE_THRESHOLD",
+            "1e3",
+            "LOOPWATCH_MUTATING_FAILURE_THRESHOLD must be an integer >= 1, got '1e3'",
+        ),
+        (
+            "LOOPWATCH_EVENTS_RETENTION_SECONDS",
+            "0",
+            "LOOPWATCH_EVENTS_RETENTION_SECONDS must be an integer >= 1 or -1, got '0'",
+        ),
+        ("LOOPWATCH_WEB_PORT", "70000", "LOOPWATCH_WEB_PORT must be a port number"),
+        ("LOOPWATCH_EVENTS_TOPIC", "agent events", "LOOPWATCH_EVENTS_TOPIC must be 1-200"),
+        ("LOOPWATCH_APP_ID", "..", "LOOPWATCH_APP_ID must be 1-200 characters"),
+        ("KAFKA_BOOTSTRAP_SERVERS", "localhost", "KAFKA_BOOTSTRAP_SERVERS must be a comma"),
+        ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x", "got 'a:1,b:x'"),
+        ("LOOPWATCH_STORE", "redis://", "LOOPWATCH_STORE must start with memory:// or rocksdb://"),
+        ("KAFKA_SECURITY_PROTOCOL", "TLS", "KAFKA_SECURITY_PROTOCOL must be one of PLAINTEXT"),
+        ("KAFKA_SSL_CAFILE", "/nonexistent/ca.pem", "KAFKA_SSL_CAFILE must name a readable file"),
+    ],
+)
+def test_bad_value_is_rejected_with_name_and_value(name: str, raw: str, expected: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({name: raw})
+    assert expected in str(raised.value)
+
+
+@given(st.text(max_size=12))
+def test_partitions_accept_exactly_the_positive_integers(raw: str) -> None:
+    text = raw.strip()
+    try:
+        settings = Settings.from_env({"LOOPWATCH_PARTITIONS": raw})
+    except SettingsError as exc:
+        assert str(exc).startswith("LOOPWATCH_PARTITIONS must be an integer >= 1, got ")
+        assert not (re.fullmatch(r"[+-]?[0-9]+", text) and int(text) >= 1)
+    else:
+        expected = int(text) if text else 12
+        assert settings.partitions == expected
+
+
+def test_sasl_needs_mechanism_user_and_password() -> None:
+    for missing in ("KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
+        env = {k: v for k, v in SASL.items() if k != missing}
+        with pytest.raises(SettingsError, match=f"{missing} must be set"):
+            Settings.from_env(env)
+
+
+def test_password_never_shows() -> None:
+    settings = Settings.from_env(SASL)
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "s3cret-pa55" not in text
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({**SASL, "KAFKA_SASL_MECHANISM": "MD5"})
+    assert "s3cret-pa55" not in str(raised.value)
+
+
+def test_password_keeps_its_spaces() -> None:
+    settings = Settings.from_env({**SASL, "KAFKA_SASL_PASSWORD": " pass word "})
+    assert settings.aiokafka_kwargs()["sasl_plain_password"] == " pass word "
+
+
+def test_plaintext_client_kwargs() -> None:
+    kwargs = Settings.from_env({"KAFKA_BOOTSTRAP_SERVERS": "k:9092"}).aiokafka_kwargs()
+    assert kwargs == {"bootstrap_servers": "k:9092", "security_protocol": "PLAINTEXT"}
+    assert Settings.from_env({}).faust_security() == {}
+
+
+def test_sasl_ssl_client_kwargs_carry_tls_and_credentials() -> None:
+    settings = Settings.from_env({**SASL, "KAFKA_SECURITY_PROTOCOL": "sasl_ssl"})
+    kwargs = settings.aiokafka_kwargs()
+    assert kwargs["security_protocol"] == "SASL_SSL"
+    assert kwargs["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert kwargs["sasl_plain_username"] == "loopwatch"
+    assert kwargs["sasl_plain_password"] == "s3cret-pa55"
+    assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
+    assert kwargs["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+    credentials = settings.faust_security()["broker_credentials"]
+    assert credentials.mechanism.value == "SCRAM-SHA-512"
+    assert credentials.protocol.value == "SASL_SSL"
+
+
+def test_ssl_with_a_ca_file() -> None:
+    bundle = ssl.get_default_verify_paths().cafile
+    if bundle is None:
+        pytest.skip("this machine has no default CA bundle file to load")
+    settings = Settings.from_env({"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CAFILE": bundle})
+    context = settings.aiokafka_kwargs()["ssl_context"]
+    assert context.cert_store_stats()["x509_ca"] > 0
+    assert settings.faust_security()["broker_credentials"].protocol.value == "SSL"
+
+
+def test_readme_documents_every_variable() -> None:
+    readme = (REPO / "README.md").read_text()
+    missing = [name for name, _ in ENVIRONMENT.values() if f"`{name}`" not in readme]
+    assert missing == []
