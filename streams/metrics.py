@@ -6,11 +6,12 @@ runtimes choose it: past `MAX_AGENT_LABELS` distinct values the rest count as "o
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST as _CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 MAX_AGENT_LABELS = 200
-CONTENT_TYPE = _CONTENT_TYPE
+# prometheus_client's CONTENT_TYPE_LATEST without its charset, which aiohttp (faust's
+# web server) refuses inside content_type; the exposition is ASCII anyway.
+CONTENT_TYPE = "text/plain; version=0.0.4"
 
 # Produce-to-verdict latency: the detector answers in well under a millisecond; the
 # buckets cover producer batching up to a consumer stall.
