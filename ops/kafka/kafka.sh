@@ -9,11 +9,13 @@
 #     status    exit 0 when this broker is running and serving clients
 #     logs [N]  the last N (default 200) lines of the broker log
 #     clean     stop, then delete this broker's data and logs (the jars stay cached)
+#     datadir   print this broker's data directory (PID file, logs, test leases)
 #
 # Environment (all optional):
 #   KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (port + 1), KAFKA_VERSION (pinned below),
 #   LOOPWATCH_KAFKA_CACHE (<repo>/.cache/kafka: jars and data), KAFKA_DATA_DIR
 #   (<cache>/broker-<port>), KAFKA_READY_TIMEOUT seconds (90), KAFKA_HEAP_OPTS, JAVA_HOME, MVN.
+#   LOOPWATCH_KAFKA_FOR_TESTS=1: `up` is the test fixture's; see tests/kafka_broker.py.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -135,6 +137,8 @@ cmd_up() {
     local pid
     if pid="$(broker_pid)"; then
         probe --deadline "$READY_TIMEOUT" --pid "$pid" || { show_log_tail; die "broker $pid is running but not serving clients"; }
+        # a person asking for the broker takes it over from the tests, which then leave it up
+        [[ -n "${LOOPWATCH_KAFKA_FOR_TESTS:-}" ]] || rm -f "$DATA/started-by-tests"
         say "already up on 127.0.0.1:$PORT (pid $pid)"
         return 0
     fi
@@ -159,6 +163,7 @@ choose others with --port/--controller-port (KAFKA_PORT/KAFKA_CONTROLLER_PORT)"
     pid=$!
     set +m
     echo "$pid" >"$PID_FILE"
+    if [[ -n "${LOOPWATCH_KAFKA_FOR_TESTS:-}" ]]; then touch "$DATA/started-by-tests"; else rm -f "$DATA/started-by-tests"; fi
     if ! probe --deadline "$READY_TIMEOUT" --pid "$pid"; then
         show_log_tail
         stop_pid "$pid"
@@ -195,5 +200,6 @@ case "$COMMAND" in
     status) cmd_status ;;
     logs) tail -n "${1:-200}" "$LOGS/server.log" ;;
     clean) cmd_down; rm -rf "$DATA"; say "removed $DATA" ;;
-    *) die "unknown command '${COMMAND}'; try: fetch | up | down | status | logs [N] | clean" ;;
+    datadir) echo "$DATA" ;;
+    *) die "unknown command '${COMMAND}'; try: fetch | up | down | status | logs [N] | clean | datadir" ;;
 esac

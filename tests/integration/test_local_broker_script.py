@@ -1,0 +1,81 @@
+"""ops/kafka/kafka.sh on its own port and data directory: up, idempotent up, status, down."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_broker import KAFKA_SH
+
+pytestmark = pytest.mark.kafka
+
+
+def free_port_pair() -> int:
+    """A port p such that p and p + 1 (the controller) are both free right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        with socket.socket() as next_one:
+            try:
+                next_one.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two adjacent free ports")
+
+
+def kafka_sh(*args: str, data: Path, port: int) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KAFKA_DATA_DIR": str(data), "KAFKA_PORT": str(port)}
+    return subprocess.run(
+        [str(KAFKA_SH), *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+def test_up_is_idempotent_and_down_stops_the_process(kafka_bootstrap: str, tmp_path: Path) -> None:
+    # kafka_bootstrap: the jars are fetched by then, so this start is a warm one
+    port = free_port_pair()
+    data = tmp_path / "broker"
+
+    first = kafka_sh("up", data=data, port=port)
+    try:
+        assert first.returncode == 0, first.stdout + first.stderr
+        pid = int((data / "kafka.pid").read_text())
+        assert pid_alive(pid)
+        assert (data / "logs" / "server.log").exists()
+
+        again = kafka_sh("up", data=data, port=port)
+        assert again.returncode == 0
+        assert f"already up on 127.0.0.1:{port} (pid {pid})" in again.stdout
+        assert kafka_sh("status", data=data, port=port).returncode == 0
+    finally:
+        down = kafka_sh("down", data=data, port=port)
+    assert down.returncode == 0
+    assert not pid_alive(pid)
+    assert not (data / "kafka.pid").exists()
+    assert kafka_sh("status", data=data, port=port).returncode == 1
+
+
+def test_up_refuses_a_port_someone_else_holds(kafka_bootstrap: str, tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = int(squatter.getsockname()[1])
+
+        result = kafka_sh("up", data=tmp_path / "broker", port=port)
+
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert not (tmp_path / "broker" / "kafka.pid").exists()
