@@ -67,10 +67,11 @@ fetch() {
     mkdir -p "$work"
     cp "$HERE/pom.xml" "$work/pom.xml"
     rm -rf "$work/libs.partial"
-    "$MVN" -q -B -Dstyle.color=never -f "$work/pom.xml" dependency:copy-dependencies \
+    # Maven's output only matters when it fails; it goes to a log shown then
+    "$MVN" -B -f "$work/pom.xml" dependency:copy-dependencies \
         -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime \
-        -DoutputDirectory="$work/libs.partial" \
-        || die "Maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+        -DoutputDirectory="$work/libs.partial" >"$work/mvn.log" 2>&1 \
+        || { tail -n 40 "$work/mvn.log" >&2; die "Maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION (log: $work/mvn.log)"; }
     rm -rf "$LIBS"
     mv "$work/libs.partial" "$LIBS"
     echo "$KAFKA_VERSION" >"$LIBS/.complete"
