@@ -38,6 +38,10 @@ test-unit: venv
 test: lint typecheck
 	$(BIN)/pytest
 
+# The main job from one command: broker (unless KAFKA_BOOTSTRAP_SERVERS), worker, fleet.
+run: venv
+	$(BIN)/loopwatch demo
+
 bench: venv
 	$(PY) ops/bench/core_bench.py
 

@@ -49,15 +49,18 @@ class LoopwatchClient:
         local_fingerprints: bool = False,
         verdict_timeout: float = 1.0,
         kafka_options: Mapping[str, Any] | None = None,
+        log_timeouts: bool = True,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         """`kafka_options`: extra aiokafka keyword arguments (security, client id, ...).
-        `local_fingerprints`: send fingerprints instead of raw content (SPEC §3)."""
+        `local_fingerprints`: send fingerprints instead of raw content (SPEC §3).
+        `log_timeouts`: log each verdict wait that gives up (they are counted either way)."""
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic
         self.agent_id = agent_id
         self.local_fingerprints = local_fingerprints
         self.verdict_timeout = verdict_timeout
+        self.log_timeouts = log_timeouts
         self.stats = ClientStats()
         self._clock = clock
         options = {**(kafka_options or {}), "bootstrap_servers": bootstrap_servers}
@@ -142,6 +145,7 @@ class LoopwatchClient:
             clock=self._clock,
             default_timeout=self.verdict_timeout,
             first_seq=first_seq,
+            log_timeouts=self.log_timeouts,
         )
         await self.reader.watch(session_id, session.on_verdict)
         self._sessions[session_id] = session

@@ -53,6 +53,7 @@ class Session:
         clock: Callable[[], datetime],
         default_timeout: float,
         first_seq: int = 0,
+        log_timeouts: bool = True,
     ) -> None:
         self.session_id = session_id
         self._encoder = encoder
@@ -61,6 +62,7 @@ class Session:
         self._stats = stats
         self._clock = clock
         self._default_timeout = default_timeout
+        self._log_timeouts = log_timeouts
         self._next_seq = first_seq
         self._ledger = Ledger()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -181,7 +183,7 @@ class Session:
             complete = self._ledger.has_verdict(target)
         waited = time.monotonic() - started
         self._stats.record_wait(waited, complete)
-        if not complete:
+        if not complete and self._log_timeouts:
             log.warning(
                 "no verdict for session %s seq %s within %.2fs; going on without it",
                 self.session_id,

@@ -20,3 +20,7 @@ from streams.commands import topics  # noqa: E402
 
 COMMANDS.append(topics.register)
 COMMANDS.append(worker.register)
+
+from streams.commands import demo  # noqa: E402
+
+COMMANDS.append(demo.register)

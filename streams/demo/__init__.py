@@ -1,0 +1,1 @@
+"""`loopwatch demo`: a worker and a simulated agent fleet (no model, no network)."""
