@@ -8,14 +8,11 @@ loops, near-loops and every edge of SPEC §4 come up often.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -32,20 +29,7 @@ from models import (
     result_fingerprint,
 )
 from streams.detector import SessionState, observe
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not a package; load the reference by path so it works under any rootdir.
-    path = Path(__file__).resolve().parents[1] / "reference.py"
-    spec = importlib.util.spec_from_file_location("loopwatch_tests_reference", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-reference = _load_reference()
+from tests import reference
 
 # Markers inside raw content: none of them may reach a snapshot or a warning message.
 RAW = "zqx"
@@ -81,12 +65,26 @@ CALLS: tuple[tuple[str, Any], ...] = (
     ("search", {"q": "zqx foo"}),
     ("get_user", {}),
     ("xedit_file", {"path": "a.py"}),  # not mutating: no "__" before the base name
+    # Rarer shapes, each next to the one it must (not) equal:
+    ("read_file", {"path": "a.py", "offset": True}),  # range "true" ...
+    ("read_file", {"path": "a.py", "offset": "true"}),  # ... as is the string "true"
+    ("read_file", {"path": "a.py", "offset": {"b": 1, "a": 2}}),  # compact JSON, sorted
+    ("read_file", {"path": "a.py", "offset": '{"a":2,"b":1}'}),  # the same range
+    ("read_many_files", {"paths": [{"b": 1, "a": 2}]}),
+    ("read_many_files", {"paths": [{"a": 2, "b": 1}]}),  # the same resource
+    ("mcp__fs__read_file", {"path": "a.py", "offset": 1}),
+    ("__read_file", {"path": "a.py"}),
+    ("read_file", {"path": "a.py", "offset": "0 "}),  # a string is taken as is: not "0"
+    ("mcp__x__bash", {"c": 1}),  # mutating
+    ("READ_FILE", {"path": "a.py", "offset": 2}),  # names are case-sensitive: not a read
 )
 ERRORS: tuple[str | None, ...] = (
     None,
     "zqx: permission denied",
     "zqx: permission denied  \r\n",  # normalises to the one above
     "zqx: no match",
+    "",  # failed: an empty error is still a string
+    "  \r\n",  # normalises to ""
 )
 RESULTS: tuple[Any, ...] = (
     None,
