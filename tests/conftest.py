@@ -21,17 +21,10 @@ from streams.settings import Settings
 from tests.kafka_broker import (
     BrokerUnavailable,
     check_reachable,
-    in_ci,
+    no_broker,
     release_local_broker,
     start_local_broker,
 )
-
-
-def _no_broker(reason: str) -> None:
-    message = f"no Kafka broker for the tests: {reason}"
-    if in_ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message + " (set KAFKA_BOOTSTRAP_SERVERS, or make sure Java and Maven work)")
 
 
 @pytest.fixture(scope="session")
@@ -42,13 +35,13 @@ def kafka_bootstrap() -> Iterator[str]:
         try:
             check_reachable(configured)
         except BrokerUnavailable as exc:
-            _no_broker(str(exc))
+            no_broker(str(exc))
         yield configured
         return
     try:
         broker = start_local_broker()
     except BrokerUnavailable as exc:
-        _no_broker(str(exc))
+        no_broker(str(exc))
     port = os.environ.get("KAFKA_PORT", "9092")
     try:
         yield f"127.0.0.1:{port}"

@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from streams.kafka_admin import BrokerUnreachable, wait_for_broker
 from streams.settings import Settings, SettingsError
@@ -33,6 +36,14 @@ class BrokerUnavailable(RuntimeError):
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def no_broker(reason: str) -> NoReturn:
+    """Fail (under CI=true) or skip the test that needed a broker, saying why."""
+    message = f"no Kafka broker for the tests: {reason}"
+    if in_ci():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message + " (set KAFKA_BOOTSTRAP_SERVERS, or make sure Java and Maven work)")
 
 
 @dataclass(frozen=True)
