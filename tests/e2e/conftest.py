@@ -1,0 +1,35 @@
+"""Runtime ⇄ app through a real broker: unique topics per test, the worker a subprocess."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from streams.demo.worker_process import WorkerProcess, free_port, start_worker
+from streams.kafka_admin import create_topics
+from streams.settings import Settings
+
+WORKER_READY_SECONDS = 120.0
+
+
+@pytest.fixture
+async def e2e_settings(kafka_settings: Settings, tmp_path: Path) -> Settings:
+    """This test's settings (own topics, app id, web port, data dir); topics created."""
+    settings = kafka_settings.model_copy(
+        update={"web_port": free_port(), "data_dir": str(tmp_path / "worker-data")}
+    )
+    await create_topics(settings)
+    return settings
+
+
+@pytest.fixture
+async def worker(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
+    """A `loopwatch worker` subprocess that has answered a probe event."""
+    process = await start_worker(e2e_settings, tmp_path / "worker.log", WORKER_READY_SECONDS)
+    try:
+        yield process
+    finally:
+        code = process.stop()
+        assert code == 0, f"the worker exited with {code}; see {process.log_path}"
