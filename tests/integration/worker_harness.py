@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,19 +135,30 @@ def event_records(events: Iterable[AgentEvent]) -> list[tuple[bytes | None, byte
     return [(e.session_id.encode(), e.model_dump_json().encode()) for e in events]
 
 
-async def consume(bootstrap: str, topic: str, *, until: int, deadline: float = 90.0) -> list[Any]:
-    """Read `topic` from the start until `until` records arrived or the deadline passed."""
+async def consume(
+    bootstrap: str,
+    topic: str,
+    *,
+    until: int,
+    deadline: float = 90.0,
+    distinct: Callable[[Any], Hashable] | None = None,
+) -> list[Any]:
+    """Read `topic` from the start until `until` records (or, with `distinct`, records with
+    that many distinct keys) arrived, or the deadline passed."""
     consumer = AIOKafkaConsumer(
         topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
     )
     await consumer.start()
     records: list[Any] = []
+    seen: set[Hashable] = set()
     try:
         end = time.monotonic() + deadline
-        while len(records) < until and time.monotonic() < end:
+        while (len(seen) if distinct else len(records)) < until and time.monotonic() < end:
             batches = await consumer.getmany(timeout_ms=500)
             for batch in batches.values():
                 records.extend(batch)
+                if distinct is not None:
+                    seen.update(distinct(record) for record in batch)
     finally:
         await consumer.stop()
     return records

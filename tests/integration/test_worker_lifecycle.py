@@ -1,0 +1,137 @@
+"""Worker lifecycle on the real broker: a restarted worker recovers every session from the
+changelog and continues where it was; `session_end` and idle expiry write tombstones."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import SessionBuilder
+from tests.integration.worker_harness import (
+    WorkerEnv,
+    WorkerProcess,
+    consume,
+    event_records,
+    produce,
+    verdict_key,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def _repeat(b: SessionBuilder) -> list[Any]:
+    return [b.step(("read_file", {"path": "main.py"})), b.result(result="same text")]
+
+
+async def _verdicts(env: WorkerEnv, count: int) -> dict[tuple[str, int], dict[str, Any]]:
+    # Distinct (session, seq): after a crash, replayed events may resend identical verdicts.
+    records = await consume(env.bootstrap, env.verdicts, until=count, distinct=verdict_key)
+    verdicts: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in records:
+        verdict = json.loads(record.value)
+        earlier = verdicts.setdefault(verdict_key(record), verdict)
+        assert {**earlier, "evaluated_at": None} == {**verdict, "evaluated_at": None}
+    return verdicts
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
+async def test_restarted_worker_warns_on_the_third_repeat(
+    kafka_bootstrap: str, tmp_path: Path, stop_signal: int
+) -> None:
+    env = WorkerEnv.unique(kafka_bootstrap)
+    await env.create_topics()
+    b = SessionBuilder("restart-1")
+    first = [b.user("fix it"), *_repeat(b), *_repeat(b)]
+    other = SessionBuilder("restart-2")  # a second session, in whatever partition it lands
+    first += [other.user(), *_repeat(other), *_repeat(other)]
+
+    worker = WorkerProcess(env, tmp_path, "first")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(first))
+        before = await _verdicts(env, len(first))
+        assert len(before) == len(first), worker.log()[-3000:]
+        assert not any(v["warning"] for v in before.values())
+    finally:
+        worker.stop(stop_signal)
+
+    third = _repeat(b) + _repeat(other)
+    worker = WorkerProcess(env, tmp_path, "second")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(third))
+        after = await _verdicts(env, len(first) + len(third))
+    finally:
+        worker.stop()
+    log = worker.log()
+    for event in (third[1], third[3]):  # the repeated results of each session
+        verdict = after.get((event.session_id, event.seq))
+        assert verdict is not None, log[-3000:]
+        assert verdict["warning"] is not None, log[-3000:]
+        assert verdict["warning"]["count"] == 3
+    # Nothing that was processed before the stop got a different verdict afterwards.
+    for key, verdict in before.items():
+        assert {**after[key], "evaluated_at": None} == {**verdict, "evaluated_at": None}
+
+
+async def _changelog(env: WorkerEnv, count: int) -> list[Any]:
+    return await consume(env.bootstrap, env.changelog, until=count, deadline=30.0)
+
+
+async def test_session_end_and_idle_expiry_write_tombstones(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    env = WorkerEnv.unique(
+        kafka_bootstrap, partitions=1, extra=(("LOOPWATCH_SESSION_TTL_SECONDS", "3600"),)
+    )
+    await env.create_topics()
+    ended = SessionBuilder("ends")
+    idle = SessionBuilder("idles")
+    busy = SessionBuilder("busy")
+    events = [ended.user(), ended.end(), idle.user(), busy.user()]
+    busy.seq = 3700  # event time 3700 s later: past the idle session's TTL
+    events.append(busy.user())
+
+    worker = WorkerProcess(env, tmp_path)
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(events))
+        verdicts = await _verdicts(env, len(events))
+        assert len(verdicts) == len(events), worker.log()[-3000:]
+        # writes: ends, ends=tombstone, idles, busy, busy, idles=tombstone
+        changelog = await _changelog(env, 6)
+    finally:
+        worker.stop()
+    tombstones = [r.key for r in changelog if r.value is None]
+    assert tombstones == [b"ends", b"idles"]
+    live = {r.key for r in changelog if r.value is not None}
+    assert b"busy" in live
+    assert json.loads(changelog[-2].value)["last_seq"] == 3700
+
+
+async def test_recovered_worker_keeps_ended_and_expired_sessions_gone(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    env = WorkerEnv.unique(kafka_bootstrap, partitions=1)
+    await env.create_topics()
+    b = SessionBuilder("gone")
+    events = [b.user(), *_repeat(b), *_repeat(b), b.end()]
+    worker = WorkerProcess(env, tmp_path, "first")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(events))
+        assert len(await _verdicts(env, len(events))) == len(events)
+    finally:
+        worker.stop()
+
+    # After the restart the session starts afresh: a third repeat with a new seq is the
+    # first of a new history, so no warning.
+    b.seq += 10
+    later = [b.user(), *_repeat(b)]
+    worker = WorkerProcess(env, tmp_path, "second")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(later))
+        verdicts = await _verdicts(env, len(events) + len(later))
+    finally:
+        worker.stop()
+    assert all(verdicts[("gone", e.seq)]["warning"] is None for e in later), worker.log()[-2000:]
