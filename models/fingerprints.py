@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,15 +20,23 @@ FINGERPRINT_PREFIX = "sha256:"
 FINGERPRINT_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
 
+# A carriage return, or whitespace at the end of an inner line: only then does a string
+# need the line-by-line pass (`\s` is str.isspace's set, the one rstrip uses).
+_NEEDS_LINE_PASS = re.compile(r"\r|[^\S\n]\n")
+
+
 def normalise_text(text: str) -> str:
     """Unify line endings, strip trailing whitespace from each line, then trim."""
+    if _NEEDS_LINE_PASS.search(text) is None:
+        return text.strip()
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
 
 def normalise(value: Any, dropped_keys: Iterable[str] = ()) -> Any:
-    """Normalise a JSON value: sorted keys, `dropped_keys` removed at every depth,
-    strings normalised, numbers/booleans/null untouched (`1` and `1.0` differ)."""
+    """Normalise a JSON value: `dropped_keys` removed at every depth, strings normalised,
+    numbers/booleans/null untouched (`1` and `1.0` differ). Keys are sorted when the
+    value is encoded (`canonical_json`)."""
     dropped = frozenset(dropped_keys)
     return _normalise(value, dropped)
 
@@ -36,21 +45,21 @@ def _normalise(value: Any, dropped: frozenset[str]) -> Any:
     if isinstance(value, str):
         return normalise_text(value)
     if isinstance(value, dict):
-        return {
-            key: _normalise(item, dropped)
-            for key, item in sorted(value.items())
-            if key not in dropped
-        }
+        # Key order is left to the encoder, which sorts at every depth anyway.
+        return {key: _normalise(item, dropped) for key, item in value.items() if key not in dropped}
     if isinstance(value, list | tuple):
         return [_normalise(item, dropped) for item in value]
     return value
 
 
+_CANONICAL = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> bytes:
-    """Compact JSON with sorted keys and non-ASCII kept as UTF-8."""
-    return json.dumps(
-        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    """Compact JSON with keys sorted by code point and non-ASCII kept as UTF-8."""
+    return _CANONICAL.encode(value).encode("utf-8")
 
 
 def digest(value: Any) -> str:

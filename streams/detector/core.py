@@ -24,7 +24,7 @@ from models import (
 )
 from streams.detector.state import MAX_CHAIN_RANGES, MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
-from streams.detector.tools import is_mutating, read_range, read_target, short_digest
+from streams.detector.tools import is_mutating, read_range, read_resource, short_digest
 
 _FINGERPRINT_HEX_START = len("sha256:")
 
@@ -132,15 +132,16 @@ def _on_tool_step(state: SessionState, event: AssistantMessage) -> None:
 
 def _extend_chain(state: SessionState, event: AssistantMessage) -> None:
     first = event.tool_calls[0]
-    target = read_target(first.name, first.arguments)
-    if target is None:
+    resource = read_resource(first.name, first.arguments)
+    if resource is None:
         _clear_chain(state)
         return
     ranges: list[str] = []
     for call in event.tool_calls:
-        if read_target(call.name, call.arguments) != target:
+        if call is not first and read_resource(call.name, call.arguments) != resource:
             break
         ranges.append(read_range(call.arguments))
+    target = short_digest(resource)
     full = len(ranges) == len(event.tool_calls)
     # The chain reaches back into the previous tool step only when this step read the
     # target and nothing else; that step's own chain already says how far it reaches.

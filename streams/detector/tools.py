@@ -27,24 +27,22 @@ def short_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def read_target(tool_name: str, arguments: Any) -> str | None:
-    """The digest of the resource a read call targets, or None when it is not a read.
+def read_resource(tool_name: str, arguments: Any) -> str | None:
+    """The resource a read call targets, or None when the call is not a read.
 
     (tool name, `path`) for read_file tools, (tool name, compact JSON of `paths`) for
     read_many_files tools; a call without a string `path` / list `paths` is not a read.
+    Raw (it holds a path): compare it, and keep only `short_digest` of it in state.
     """
     if not isinstance(arguments, dict):
         return None
     if _is_named(tool_name, _READ_FILE):
         path = arguments.get("path")
-        if isinstance(path, str):
-            return short_digest(json.dumps([tool_name, path], ensure_ascii=False))
-        return None
+        return f"{tool_name}\x00{path}" if isinstance(path, str) else None
     if _is_named(tool_name, _READ_MANY):
         paths = arguments.get("paths")
         if isinstance(paths, list):
-            resource = canonical_json(paths).decode("utf-8")
-            return short_digest(json.dumps([tool_name, resource], ensure_ascii=False))
+            return f"{tool_name}\x00{canonical_json(paths).decode('utf-8')}"
     return None
 
 
