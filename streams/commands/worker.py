@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import Any
 
@@ -62,7 +63,14 @@ def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLo
 
     from streams.app import create_app  # noqa: PLC0415
 
-    worker = faust.Worker(create_app(settings), loglevel=loglevel, loop=loop)
+    class ServiceWorker(faust.Worker):
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
+            # every record, which builds a debug record per sent message; a service needs
+            # no spinner, so keep the level that was asked for.
+            logger.setLevel(level)
+
+    worker = ServiceWorker(create_app(settings), loglevel=loglevel, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:
