@@ -39,14 +39,13 @@ def kafka_bootstrap() -> Iterator[str]:
         yield configured
         return
     try:
-        broker = start_local_broker()
+        start_local_broker()
     except BrokerUnavailable as exc:
         no_broker(str(exc))
-    port = os.environ.get("KAFKA_PORT", "9092")
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
     finally:
-        release_local_broker(broker)
+        release_local_broker()
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,16 @@
 #     status    exit 0 when this broker is running and serving clients
 #     logs [N]  the last N (default 200) lines of the broker log
 #     clean     stop, then delete this broker's data and logs (the jars stay cached)
-#     datadir   print this broker's data directory (PID file, logs, test leases)
+#     acquire   for programs sharing the broker (tests, the demo): `up`, plus a lease held
+#               by the calling process (or LOOPWATCH_KAFKA_LEASE=PID)
+#     release   drop that lease; stop the broker if a lease holder started it and no live
+#               lease remains (a broker someone started with `up` is never stopped here)
+#     datadir   print this broker's data directory (PID file, logs, leases)
 #
 # Environment (all optional):
 #   KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (port + 1), KAFKA_VERSION (pinned below),
 #   LOOPWATCH_KAFKA_CACHE (<repo>/.cache/kafka: jars and data), KAFKA_DATA_DIR
 #   (<cache>/broker-<port>), KAFKA_READY_TIMEOUT seconds (90), KAFKA_HEAP_OPTS, JAVA_HOME, MVN.
-#   LOOPWATCH_KAFKA_FOR_TESTS=1: `up` is the test fixture's; see tests/kafka_broker.py.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --port) PORT="$2"; shift 2 ;;
         --controller-port) CONTROLLER_PORT="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) [[ -z "$COMMAND" ]] || break; COMMAND="$1"; shift ;;
     esac
 done
@@ -53,7 +56,10 @@ MVN="${MVN:-mvn}"
 PYTHON="${PYTHON:-python3}"
 
 # One `up`/`down` at a time per broker: parallel test sessions may race to start it.
+LOCKED=""
 lock() {
+    [[ -z "$LOCKED" ]] || return 0
+    LOCKED=1
     mkdir -p "$DATA"
     exec 9>"$DATA/.lock"
     flock -w 300 9 || die "timed out waiting for another kafka.sh on $DATA"
@@ -133,13 +139,18 @@ stop_pid() {
     fi
 }
 
+# LEASED=1 while acquiring: a broker started then belongs to the lease holders
+LEASED=""
+LEASES="$DATA/leases"
+STARTED_BY_LEASE="$DATA/started-by-lease"
+
 cmd_up() {
     lock
     local pid
     if pid="$(broker_pid)"; then
         probe --deadline "$READY_TIMEOUT" --pid "$pid" || { show_log_tail; die "broker $pid is running but not serving clients"; }
-        # a person asking for the broker takes it over from the tests, which then leave it up
-        [[ -n "${LOOPWATCH_KAFKA_FOR_TESTS:-}" ]] || rm -f "$DATA/started-by-tests"
+        # a person asking for the broker takes it over: lease holders then leave it up
+        [[ -n "$LEASED" ]] || rm -f "$STARTED_BY_LEASE"
         say "already up on 127.0.0.1:$PORT (pid $pid)"
         return 0
     fi
@@ -164,7 +175,7 @@ choose others with --port/--controller-port (KAFKA_PORT/KAFKA_CONTROLLER_PORT)"
     pid=$!
     set +m
     echo "$pid" >"$PID_FILE"
-    if [[ -n "${LOOPWATCH_KAFKA_FOR_TESTS:-}" ]]; then touch "$DATA/started-by-tests"; else rm -f "$DATA/started-by-tests"; fi
+    if [[ -n "$LEASED" ]]; then touch "$STARTED_BY_LEASE"; else rm -f "$STARTED_BY_LEASE"; fi
     if ! probe --deadline "$READY_TIMEOUT" --pid "$pid"; then
         show_log_tail
         stop_pid "$pid"
@@ -187,6 +198,36 @@ cmd_down() {
     say "stopped broker $pid"
 }
 
+lease_file() { echo "$LEASES/${LOOPWATCH_KAFKA_LEASE:-$PPID}"; }
+
+cmd_acquire() {
+    lock
+    LEASED=1
+    cmd_up
+    mkdir -p "$LEASES"
+    touch "$(lease_file)"
+}
+
+cmd_release() {
+    lock
+    rm -f "$(lease_file)"
+    local lease
+    for lease in "$LEASES"/*; do
+        [[ -e "$lease" ]] || continue
+        if kill -0 "$(basename "$lease")" 2>/dev/null; then
+            say "left running: lease $(basename "$lease") still holds it"
+            return 0
+        fi
+        rm -f "$lease"  # its holder has exited without releasing
+    done
+    if [[ -f "$STARTED_BY_LEASE" ]]; then
+        rm -f "$STARTED_BY_LEASE"
+        cmd_down
+    else
+        say "left running: it was started with \`up\`, not by a lease holder"
+    fi
+}
+
 cmd_status() {
     local pid
     pid="$(broker_pid)" || { say "not running (port $PORT)"; return 1; }
@@ -201,6 +242,8 @@ case "$COMMAND" in
     status) cmd_status ;;
     logs) tail -n "${1:-200}" "$LOGS/server.log" ;;
     clean) cmd_down; rm -rf "$DATA"; say "removed $DATA" ;;
+    acquire) cmd_acquire ;;
+    release) cmd_release ;;
     datadir) echo "$DATA" ;;
-    *) die "unknown command '${COMMAND}'; try: fetch | up | down | status | logs [N] | clean | datadir" ;;
+    *) die "unknown command '${COMMAND}'; try: fetch | up | down | status | logs [N] | clean | acquire | release | datadir" ;;
 esac
