@@ -97,11 +97,13 @@ async def _demo(args: argparse.Namespace) -> int:
     finally:
         if keep:
             print(f"worker left running: pid {worker.pid} (stop it with kill {worker.pid})")
+            if broker.leased:
+                print("local broker left running (stop it with make kafka-down)")
             worker.detach()
         else:
             code = await asyncio.to_thread(worker.stop)
             print(f"worker stopped (exit code {code})")
-            await asyncio.to_thread(broker.stop)
+            await asyncio.to_thread(broker.release)
     return 0 if summary.loops_broken == summary.loops and not summary.clean_sessions_warned else 1
 
 
