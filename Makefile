@@ -4,12 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: help venv run test test-unit lint typecheck format bench kafka-up kafka-down kafka-logs schema clean
+.PHONY: help venv run test test-unit lint typecheck format bench bench-worker kafka-up kafka-down kafka-logs schema clean
 
 help:
 	@echo "make run        the live demo: broker, worker and a small simulated fleet"
 	@echo "make test       lint, types and the whole test suite (starts a local Kafka when needed)"
-	@echo "make bench      the benchmarks in ops/bench/"
+	@echo "make bench      the core and scan benchmarks (ops/bench/); make bench-worker needs a broker"
 	@echo "make kafka-up | kafka-down | kafka-logs   the local Apache Kafka broker"
 
 # The venv is rebuilt when pyproject.toml changes.
@@ -42,8 +42,14 @@ test: lint typecheck
 run: venv
 	$(BIN)/loopwatch demo
 
+# Benchmarks print figures; they are not tests. The worker bench needs a broker
+# (KAFKA_BOOTSTRAP_SERVERS, or `make kafka-up` first).
 bench: venv
 	$(PY) ops/bench/core_bench.py
+	$(PY) ops/bench/scan_bench.py
+
+bench-worker: venv
+	KAFKA_BOOTSTRAP_SERVERS=$${KAFKA_BOOTSTRAP_SERVERS:-127.0.0.1:9092} $(PY) ops/bench/worker_bench.py
 
 schema: venv
 	$(BIN)/loopwatch schema --out schema
