@@ -7,7 +7,9 @@
   one worker starts and the figure is verdicts / (last verdict - first verdict).
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when this script's consumer got the verdict - the event record's timestamp
-  (same host clock); p50/p99 over all events after a 2 s warm-up.
+  (same host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
+  The verdict consumer is positioned at the end of every partition before the paced run
+  starts, so its own start-up (metadata, first fetch) is not counted as latency.
 * --profile: the sustained run under cProfile; prints the top functions.
 Each run uses topics and an app id of its own. Targets (issue 4): >= 5,000 events/s
 sustained; p99 <= 50 ms at 1,000 events/s.
@@ -30,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -102,15 +104,33 @@ async def produce_paced(
 
 
 async def collect(
-    bootstrap: str, topic: str, count: int, deadline: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    *,
+    deadline: float,
+    ready: asyncio.Event | None = None,
 ) -> list[tuple[float, Any]]:
-    """(receive time, record) of `count` verdicts, from the start of `topic`."""
+    """(receive time, record) of `count` verdicts of `topic`.
+
+    Without `ready`: from the start of the topic. With it: from the current end of every
+    partition, and `ready` is set once the consumer is positioned there, so the caller
+    can start producing without the consumer's start-up counting as verdict latency.
+    """
     consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=5
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=5
     )
     await consumer.start()
     got: list[tuple[float, Any]] = []
     try:
+        tps = [TopicPartition(topic, partition) for partition in range(partitions)]
+        consumer.assign(tps)
+        if ready is not None:
+            await consumer.seek_to_end(*tps)
+            for tp in tps:
+                await consumer.position(tp)
+            ready.set()
         end = time.monotonic() + deadline
         while len(got) < count and time.monotonic() < end:
             batches = await consumer.getmany(timeout_ms=200)
@@ -138,7 +158,9 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     profile = workdir / "worker.prof" if args.profile else None
     proc = start_worker(env, workdir / "sustained.log", profile)
     try:
-        got = await collect(args.bootstrap, f"{prefix}-verdicts", len(data), deadline=600)
+        got = await collect(
+            args.bootstrap, f"{prefix}-verdicts", args.partitions, len(data), deadline=600
+        )
     finally:
         stop_worker(proc)
     stamps = sorted(record.timestamp for _, record in got)  # verdict produce times (ms)
@@ -164,10 +186,21 @@ async def latency(args: argparse.Namespace, workdir: Path) -> None:
         # Warm-up traffic into the same topic first, so the group is joined and recovered.
         warm = records(200, 20, seed=9)
         await produce_paced(args.bootstrap, f"{prefix}-events", warm, rate=100)
-        await collect(args.bootstrap, f"{prefix}-verdicts", len(warm), deadline=120)
-        consumer_task = asyncio.create_task(
-            collect(args.bootstrap, f"{prefix}-verdicts", len(warm) + count, deadline=300)
+        await collect(
+            args.bootstrap, f"{prefix}-verdicts", args.partitions, len(warm), deadline=120
         )
+        ready = asyncio.Event()
+        consumer_task = asyncio.create_task(
+            collect(
+                args.bootstrap,
+                f"{prefix}-verdicts",
+                args.partitions,
+                count,
+                deadline=300,
+                ready=ready,
+            )
+        )
+        await ready.wait()
         await produce_paced(args.bootstrap, f"{prefix}-events", data, rate=args.rate)
         got = await consumer_task
     finally:
