@@ -27,6 +27,8 @@ from streams.topics import Topics
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_ACKS = 65536
+MAX_DECODED_RECORDS = 4096
+"""Decoded table values kept per key; beyond it the least recently used is decoded again."""
 
 
 class SessionAgent:
@@ -56,6 +58,9 @@ class SessionAgent:
         self._inflight: dict[tuple[str, int], asyncio.Future[Any]] = {}
         # Recently acknowledged ones (bounded): a duplicate of their event needs no resend.
         self._acked: OrderedDict[tuple[str, int], None] = OrderedDict()
+        # The decoded form of the table values this worker wrote last (LRU): the next event
+        # of a session skips the JSON decode when the stored bytes are still the same.
+        self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
 
     def is_unconfirmed(self, session_id: str, seq: int) -> bool:
         return (session_id, seq) in self._inflight
@@ -76,6 +81,12 @@ class SessionAgent:
             stored: bytes | None = self._table.get(stored_key[0])
             return stored
 
+        def decode(stored: bytes) -> SessionRecord:
+            cached = self._decoded.get(stored_key[0])
+            if cached is not None and cached[0] == stored:
+                return cached[1]
+            return SessionRecord.decode(stored)
+
         outcome = process_record(
             key,
             value,
@@ -86,6 +97,7 @@ class SessionAgent:
             is_unconfirmed=self.is_unconfirmed,
             sent_by_this_worker=self.sent_by_this_worker,
             drop_ended=self._drop_ended,
+            decode=decode,
         )
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
@@ -122,7 +134,9 @@ class SessionAgent:
             self._expiry.forget(message.partition, event.session_id)
             self._metrics.expired.labels("ended").inc()
         else:
-            self._table[table_key] = outcome.record.encode()
+            encoded = outcome.record.encode()
+            self._table[table_key] = encoded
+            self._remember(table_key, encoded, outcome.record)
             self._expiry.touch(
                 message.partition, event.session_id, event.ts, ended=outcome.record.ended
             )
@@ -134,7 +148,14 @@ class SessionAgent:
             self._delete(session_id.encode())
             self._metrics.expired.labels("ended" if ended else "idle").inc()
 
+    def _remember(self, table_key: bytes, encoded: bytes, record: SessionRecord) -> None:
+        self._decoded[table_key] = (encoded, record)
+        self._decoded.move_to_end(table_key)
+        if len(self._decoded) > MAX_DECODED_RECORDS:
+            self._decoded.popitem(last=False)
+
     def _delete(self, table_key: bytes) -> None:
+        self._decoded.pop(table_key, None)
         if table_key in self._table:
             del self._table[table_key]
 

@@ -59,6 +59,7 @@ def process_record(
     is_unconfirmed: Callable[[str, int], bool],
     sent_by_this_worker: Callable[[str, int], bool] = lambda _sid, _seq: False,
     drop_ended: bool = False,
+    decode: Callable[[bytes], SessionRecord] = SessionRecord.decode,
 ) -> Outcome:
     """Process one record of `agent-events`; `load(session_id)` gives the session's
     stored table value (None when it has none).
@@ -69,6 +70,7 @@ def process_record(
     this process, so a duplicate of its event needs no resend.
     `drop_ended`: delete the state at `session_end` at once instead of keeping an ended
     marker (see `streams.expiry`).
+    `decode` turns the stored value into a `SessionRecord` (the agent passes a cached one).
     """
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
@@ -83,7 +85,7 @@ def process_record(
 
     try:
         stored = load(event.session_id)
-        previous = None if stored is None else SessionRecord.decode(stored)
+        previous = None if stored is None else decode(stored)
         if previous is not None and event.seq <= previous.last_seq:
             # Resend only a verdict left unconfirmed by an earlier run of the worker: one
             # sent here is delivered (or the worker stops before committing the offset).
