@@ -100,7 +100,14 @@ class WorkerProcess:
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "info"],
+            [
+                sys.executable,
+                "-m",
+                "streams.cli",
+                "worker",
+                "--loglevel",
+                os.environ.get("LW_TEST_LOGLEVEL", "info"),
+            ],
             env=env.env(self.web_port),
             cwd=REPO_ROOT,
             stdout=self._log,

@@ -1,0 +1,115 @@
+"""The offset guard against faust dropping records (streams.offset_guard), driven with a
+stand-in for the few bookkeeping fields of faust's consumer that it reads."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from faust.types import TP
+from intervaltree import IntervalTree
+
+from streams.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
+
+EVENTS = TP("events", 0)
+
+
+class ConsumerBooks:
+    """faust's consumer bookkeeping: committed offsets, acked offsets, known gaps."""
+
+    def __init__(self, committed: int | None, position: int | None = None) -> None:
+        self._committed_offset: dict[Any, int | None] = {EVENTS: committed}
+        self._acked: dict[Any, list[int]] = defaultdict(list)
+        self._gap: dict[Any, IntervalTree] = defaultdict(IntervalTree)
+        self.positions = {EVENTS: position}
+        self.seeks: list[tuple[Any, int]] = []
+
+    def assignment(self) -> set[Any]:
+        return {EVENTS}
+
+    async def position(self, tp: Any) -> int | None:
+        return self.positions[tp]
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+class App:
+    def __init__(self, consumer: ConsumerBooks) -> None:
+        self.consumer = consumer
+        self.rebalancing = False
+
+
+def guard(committed: int | None, position: int | None = None) -> tuple[OffsetOrder, ConsumerBooks]:
+    consumer = ConsumerBooks(committed, position)
+    return OffsetOrder(App(consumer)), consumer
+
+
+def feed(order: OffsetOrder, offsets: list[int]) -> list[int]:
+    done = []
+    for offset in offsets:
+        if order.check(EVENTS, offset):
+            order.processed(EVENTS, offset)
+            done.append(offset)
+    return done
+
+
+async def test_records_in_order_are_processed_and_nothing_is_sought() -> None:
+    order, consumer = guard(committed=5, position=8)
+    assert feed(order, [5, 6, 7]) == [5, 6, 7]
+    await order.heal("events")
+    await order.heal("events")
+    assert consumer.seeks == []
+
+
+async def test_a_record_past_a_dropped_one_is_held_back_until_the_partition_is_reread() -> None:
+    order, consumer = guard(committed=5, position=7)
+    assert feed(order, [6]) == []  # 5 was dropped by the consumer: 6 must wait
+    await order.heal("events")
+    assert consumer.seeks == [(EVENTS, 5)]
+    assert feed(order, [6, 5, 6]) == [5, 6]  # a stale 6, then the re-read 5 and 6
+
+
+async def test_gaps_faust_knows_of_pass_at_once() -> None:
+    order, consumer = guard(committed=5)
+    consumer._gap[EVENTS].addi(6, 7)  # a transaction marker at 6
+    assert feed(order, [5, 7]) == [5, 7]
+
+
+async def test_a_gap_that_stays_is_accepted_after_the_re_reads() -> None:
+    order, consumer = guard(committed=5, position=9)
+    assert feed(order, [9]) == []  # 5..8 gone (retention)
+    for _ in range(MAX_SEEKS_PER_GAP):
+        await order.heal("events")
+        assert feed(order, [9]) == []
+    assert consumer.seeks == [(EVENTS, 5)] * MAX_SEEKS_PER_GAP
+    await order.heal("events")
+    assert consumer._gap[EVENTS].overlaps(5) and consumer._gap[EVENTS].overlaps(8)
+    assert feed(order, [9]) == [9]
+
+
+async def test_records_fetched_but_dropped_at_the_end_are_reread_after_two_checks() -> None:
+    order, consumer = guard(committed=5, position=7)  # 5 and 6 fetched, neither processed
+    await order.heal("events")
+    assert consumer.seeks == []  # maybe just in flight
+    await order.heal("events")
+    assert consumer.seeks == [(EVENTS, 5)]
+
+
+async def test_no_healing_during_a_rebalance() -> None:
+    order, consumer = guard(committed=5, position=7)
+    order._app.rebalancing = True
+    await order.heal("events")
+    await order.heal("events")
+    assert consumer.seeks == []
+
+
+def test_commits_never_pass_an_offset_that_was_not_acked() -> None:
+    consumer = ConsumerBooks(committed=5)
+    consumer._acked[EVENTS] = [6, 7]
+    assert missing_head(consumer, EVENTS) == 5
+    consumer._acked[EVENTS] = [5, 6]
+    assert missing_head(consumer, EVENTS) is None
+    consumer._acked[EVENTS] = [7]
+    consumer._gap[EVENTS].addi(5, 7)
+    assert missing_head(consumer, EVENTS) is None
