@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -53,6 +54,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # aiokafka warns of each retried produce while a fresh broker elects partition
+    # leaders; it retries by itself, and the demo's own output says what matters.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         return asyncio.run(_demo(args))
     except (BrokerError, SettingsError, BrokerUnreachable, TopicError, WorkerFailed) as exc:
