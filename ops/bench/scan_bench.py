@@ -22,19 +22,17 @@ import contextlib
 import io
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 import synth  # noqa: E402
-from core_bench import machine  # noqa: E402
+from core_bench import machine, median_time  # noqa: E402
 
 from streams.cli import main as cli_main  # noqa: E402
 
@@ -46,15 +44,6 @@ def loopwatch_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-c", "import sys; from streams.cli import main; sys.exit(main())"]
-
-
-def median_time(run: Callable[[], object], reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def scan_process(path: Path) -> None:
