@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from models import AgentEvent, DetectionConfig, LoopVerdict, SessionEnd
+from models import AgentEvent, DetectionConfig, LoopVerdict
 from streams.detector import SessionState, WarningTexts, observe
 from streams.detector.texts import DEFAULT_TEXTS
 
@@ -51,7 +51,7 @@ class Scanner:
         if verdict is None:
             self.stats.duplicates += 1
             return None
-        if state is None or isinstance(event, SessionEnd):
+        if state is None:  # session_end: observe dropped the state
             self._states.pop(sid, None)
         else:
             self._states[sid] = state
