@@ -7,19 +7,20 @@ or `del table[key]` while an event of the same partition is current, as faust re
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from models import DetectionConfig
 from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
+from streams.outputs import Outputs
 from streams.processing import Duplicate, Processed, Rejected, process_record
 from streams.session_record import SessionRecord
 from streams.topics import Topics
@@ -39,6 +40,7 @@ class SessionAgent:
         *,
         table: Any,
         topics: Topics,
+        outputs: Outputs,
         config: DetectionConfig,
         expiry: ExpiryIndex,
         metrics: Metrics,
@@ -47,15 +49,19 @@ class SessionAgent:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._table = table
-        self._topics = topics
+        self._outputs = outputs
+        self._verdicts_topic: str = topics.verdicts.get_topic_name()
+        self._warnings_topic: str = topics.warnings.get_topic_name()
+        self._dead_letters_topic: str = topics.dead_letters.get_topic_name()
         self._config = config
         self._expiry = expiry
         self._metrics = metrics
         self._max_event_bytes = max_event_bytes
         self._drop_ended = drop_ended
         self._clock = clock
-        # Verdict sends not yet acknowledged; a done callback removes each one.
-        self._inflight: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        # Verdict sends not yet acknowledged (value: a token of that send); the delivery
+        # callback removes each one.
+        self._inflight: dict[tuple[str, int], object] = {}
         # Recently acknowledged ones (bounded): a duplicate of their event needs no resend.
         self._acked: OrderedDict[tuple[str, int], None] = OrderedDict()
         # The decoded form of the table values this worker wrote last (LRU): the next event
@@ -163,19 +169,23 @@ class SessionAgent:
         self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
     ) -> None:
         key = session_id.encode()
-        sent: asyncio.Future[Any] = await self._topics.verdicts.send(key=key, value=payload)
-        if rule is not None:
-            await self._topics.warnings.send(key=key, value=payload)
         ident = (session_id, seq)
-        self._inflight[ident] = sent
-        sent.add_done_callback(lambda fut: self._on_sent(ident, fut, produced_at))
+        token = self._inflight[ident] = object()
+        # A failed send never calls back: the verdict stays unconfirmed in the table, and
+        # the outputs stop the worker before the offset is committed.
+        await self._outputs.send(
+            self._verdicts_topic,
+            key,
+            payload,
+            on_delivered=partial(self._on_sent, ident, token, produced_at),
+        )
+        if rule is not None:
+            await self._outputs.send(self._warnings_topic, key, payload)
 
     def _on_sent(
-        self, ident: tuple[str, int], fut: asyncio.Future[Any], produced_at: float | None
+        self, ident: tuple[str, int], token: object, produced_at: float | None, _offset: int
     ) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            return  # stays unconfirmed; faust crashes the worker on a failed send
-        if self._inflight.get(ident) is fut:
+        if self._inflight.get(ident) is token:
             del self._inflight[ident]
         self._acked[ident] = None
         if len(self._acked) > MAX_REMEMBERED_ACKS:
@@ -194,8 +204,11 @@ class SessionAgent:
             source.offset,
             letter.reason,
         )
-        await self._topics.dead_letters.send(
-            key=message.key, value=message.value, headers=dead_letter_headers(letter, source)
+        await self._outputs.send(
+            self._dead_letters_topic,
+            message.key,
+            message.value,
+            headers=dead_letter_headers(letter, source),
         )
 
     async def on_changelog_event(self, event: Any) -> None:

@@ -56,6 +56,17 @@ class GuardedConsumer(aiokafka_driver.Consumer):
         offset: int | None = super()._new_offset(tp)
         return offset
 
+    async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
+        # The records of the events before these offsets (verdicts, changelog) must be
+        # stored first; faust flushes only its own producer (see streams.outputs).
+        outputs = getattr(self.app, "loopwatch_outputs", None)
+        if outputs is not None:
+            await outputs.flush()
+        committed: bool = await super()._commit_offsets(
+            offsets, start_new_transaction=start_new_transaction
+        )
+        return committed
+
 
 class GuardedTransport(aiokafka_driver.Transport):
     Consumer = GuardedConsumer

@@ -1,5 +1,5 @@
-"""faust `test_context()` harness: the real app with the memory store and recording sinks
-in place of the output topics (no broker)."""
+"""faust `test_context()` harness: the real app with the memory store and recording
+outputs in place of the Kafka producer (no broker)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
-from unittest import mock
 
 import pytest
 
 from models import AgentEvent
 from streams.app import create_app
+from streams.outputs import Headers, OnDelivered
+from streams.settings import Settings
 from tests.stream.settings_for_tests import stream_settings
 
 
@@ -26,13 +27,80 @@ class Sent:
 
 
 @dataclass
+class RecordingOutputs:
+    """`streams.outputs.Outputs` that records each record under its topic's role
+    (verdicts, warnings, dead_letters, changelog) and acknowledges it at once, or holds
+    the acknowledgement while `hold_acks` is set."""
+
+    names: dict[str, str]
+    sent: list[Sent] = field(default_factory=list)
+    hold_acks: bool = False
+    pending: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        on_delivered: OnDelivered | None = None,
+    ) -> None:
+        self.sent.append(Sent(self.names[topic], key, value, list(headers) if headers else None))
+        if on_delivered is None:
+            return
+        offset = len(self.sent) - 1
+        if not self.hold_acks:
+            on_delivered(offset)
+            return
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda _: on_delivered(offset))
+        self.pending.append(future)
+
+    def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        self.sent.append(Sent("changelog", key, value, None))
+
+    async def flush(self) -> None:
+        """Everything recorded is "stored" already."""
+
+
+def _recording_outputs(settings: Settings) -> RecordingOutputs:
+    return RecordingOutputs(
+        {
+            settings.verdicts_topic: "verdicts",
+            settings.warnings_topic: "warnings",
+            settings.dlq_topic: "dead_letters",
+        }
+    )
+
+
+@dataclass
 class Harness:
     app: Any
     agent: Any
-    sent: list[Sent] = field(default_factory=list)
-    hold_acks: bool = False
-    """When set, verdict sends stay unacknowledged (a broker that has not answered yet)."""
-    pending: list[asyncio.Future[Any]] = field(default_factory=list)
+    outputs: RecordingOutputs
+
+    @property
+    def sent(self) -> list[Sent]:
+        """Records sent to the output topics (changelog records excluded)."""
+        return [s for s in self.outputs.sent if s.topic != "changelog"]
+
+    @property
+    def changelog(self) -> list[Sent]:
+        return self.on("changelog")
+
+    @property
+    def pending(self) -> list[asyncio.Future[Any]]:
+        return self.outputs.pending
+
+    @property
+    def hold_acks(self) -> bool:
+        return self.outputs.hold_acks
+
+    @hold_acks.setter
+    def hold_acks(self, hold: bool) -> None:
+        """When set, verdict sends stay unacknowledged (a broker that has not answered)."""
+        self.outputs.hold_acks = hold
 
     async def put(self, value: bytes | None, key: bytes | None = None) -> None:
         await self.agent.put(value, key=key)
@@ -41,7 +109,7 @@ class Harness:
         await self.put(event.model_dump_json().encode(), key=event.session_id.encode())
 
     def on(self, topic: str) -> list[Sent]:
-        return [s for s in self.sent if s.topic == topic]
+        return [s for s in self.outputs.sent if s.topic == topic]
 
     @property
     def table(self) -> Any:
@@ -50,21 +118,6 @@ class Harness:
     def metrics_text(self) -> str:
         text: str = self.app.loopwatch_metrics.exposition().decode()
         return text
-
-
-def _recording_send(harness: Harness, name: str) -> Any:
-    async def send(
-        *, key: bytes | None = None, value: bytes | None = None, headers: Any = None, **_: Any
-    ) -> asyncio.Future[Any]:
-        harness.sent.append(Sent(name, key, value, headers))
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if harness.hold_acks:
-            harness.pending.append(future)
-        else:
-            future.set_result(None)
-        return future
-
-    return send
 
 
 @pytest.fixture
@@ -80,17 +133,13 @@ async def harness_factory(
     async with AsyncExitStack() as stack:
 
         async def start() -> Harness:
-            app = create_app(stream_settings(**settings_overrides))
+            settings = stream_settings(**settings_overrides)
+            outputs = _recording_outputs(settings)
+            app = create_app(settings, outputs=outputs)
             app.finalize()
             agent = app.agents["loopwatch.process_events"]
             context = await stack.enter_async_context(agent.test_context())
-            harness = Harness(app, context)
-            topics = app.loopwatch_topics
-            for name in ("verdicts", "warnings", "dead_letters"):
-                stack.enter_context(
-                    mock.patch.object(getattr(topics, name), "send", _recording_send(harness, name))
-                )
-            return harness
+            return Harness(app, context, outputs)
 
         yield start
 

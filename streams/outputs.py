@@ -1,0 +1,299 @@
+"""Where the worker's records go: verdicts, warnings, dead letters, the table's changelog.
+
+faust produces one record at a time (`Topic.send`: a FutureMessage, the producer buffer,
+sensors, one aiokafka `send` with its own future): about 120 µs of Python per record here,
+and every event produces two or three. Measured on this machine (`ops/bench/`, a bare
+faust agent over 30,000 events): consuming alone 12,000-13,000 events/s; with one
+`Topic.send` and one table write per event 3,600; with the same two records through
+`BatchedOutputs` 9,800.
+
+`BatchedOutputs` collects records per partition for up to `LINGER_SECONDS` (or until
+`BATCH_RECORDS` are waiting) and hands each partition's records to aiokafka as one closed
+batch (`send_batch`).
+
+* Order: one drain at a time, each partition's batches submitted in the order their
+  records were added, and aiokafka keeps one batch per partition in flight, so records
+  land in the order added (the changelog depends on it: the last write of a key wins).
+* Delivery: a record's `on_delivered(offset)` runs once the broker acknowledged it.
+  `flush()` sends what waits and returns when every batch is acknowledged; the consumer
+  calls it before each offset commit (`streams.offset_guard.GuardedConsumer`), so an
+  offset is committed only after the records of the events before it are stored.
+* Failure: a batch aiokafka gives up on fails `flush()` (no commit) and calls
+  `on_failure`, which crashes the worker; the next one processes the uncommitted events
+  again (the table keeps unacknowledged verdicts for that, see `session_record`).
+
+Under `exactly_once` faust's transaction manager must produce every record, so
+`FaustOutputs` sends through faust topics instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+LINGER_SECONDS = 0.003
+"""How long a record may wait for others before its batch is sent (latency cost)."""
+BATCH_RECORDS = 2000
+"""Records waiting that trigger a send at once, without the linger."""
+MAX_WAITING_RECORDS = 20000
+"""Beyond this many records not yet handed to aiokafka, `send` waits (back-pressure)."""
+MAX_CACHED_PARTITIONS = 100_000
+
+Headers = Sequence[tuple[str, bytes]]
+OnDelivered = Callable[[int], None]
+"""Called with the record's offset once the broker acknowledged it."""
+
+
+class Outputs(Protocol):
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        on_delivered: OnDelivered | None = None,
+    ) -> None:
+        """Produce a record, partitioned by key (Kafka's default partitioner)."""
+
+    def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        """Produce a table changelog record (value None: a tombstone) to `partition`."""
+
+    async def flush(self) -> None:
+        """Return once every record produced so far is acknowledged (raise if one failed)."""
+
+
+class OutputFailed(RuntimeError):
+    """A batch could not be delivered; the worker must not commit past its events."""
+
+
+@dataclass(slots=True)
+class _Record:
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    on_delivered: OnDelivered | None
+
+
+class BatchedOutputs:
+    """Records collected per partition, sent as one aiokafka batch per partition.
+
+    `producer()` returns the started `AIOKafkaProducer` (faust's, created when the worker
+    starts). `on_delivered_batch(topic, partition, last_offset)` runs per acknowledged
+    batch (the table records its persisted changelog offset there).
+    """
+
+    def __init__(
+        self,
+        producer: Callable[[], Any],
+        *,
+        on_failure: Callable[[BaseException], None],
+        on_delivered_batch: Callable[[str, int, int], None] | None = None,
+        linger: float = LINGER_SECONDS,
+        batch_records: int = BATCH_RECORDS,
+        max_waiting: int = MAX_WAITING_RECORDS,
+    ) -> None:
+        self._producer = producer
+        self._on_failure = on_failure
+        self._on_delivered_batch = on_delivered_batch
+        self._linger = linger
+        self._batch_records = batch_records
+        self._max_waiting = max_waiting
+        # (topic, partition or None for "by key") -> records in the order added
+        self._waiting: dict[tuple[str, int | None], list[_Record]] = {}
+        self._waiting_count = 0
+        self._timer: asyncio.Handle | None = None
+        self._drain_lock = asyncio.Lock()
+        self._drains: set[asyncio.Task[None]] = set()
+        self._unacked: set[asyncio.Future[Any]] = set()
+        self._failure: BaseException | None = None
+        self._partition_of: dict[tuple[str, bytes], int] = {}
+
+    @property
+    def waiting(self) -> int:
+        """Records not yet handed to aiokafka."""
+        return self._waiting_count
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        on_delivered: OnDelivered | None = None,
+    ) -> None:
+        self._add(topic, None, _Record(key, value, headers, on_delivered))
+        if self._waiting_count >= self._max_waiting:
+            await self._drain()
+
+    def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        self._add(topic, partition, _Record(key, value, None, None))
+
+    async def flush(self) -> None:
+        await self._drain()
+        # The batches out now; later ones belong to events after the offsets committed.
+        unacked = set(self._unacked)
+        if unacked:
+            await asyncio.wait(unacked)
+        if self._failure is not None:
+            raise OutputFailed(f"a batch was not delivered: {self._failure!r}")
+
+    def _add(self, topic: str, partition: int | None, record: _Record) -> None:
+        self._waiting.setdefault((topic, partition), []).append(record)
+        self._waiting_count += 1
+        if self._waiting_count >= self._batch_records:
+            self._schedule(0.0)
+        elif self._timer is None:
+            self._schedule(self._linger)
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        if delay:
+            self._timer = loop.call_later(delay, self._start_drain)
+        else:
+            self._timer = loop.call_soon(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._timer = None
+        task = asyncio.ensure_future(self._drain())
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _drain(self) -> None:
+        async with self._drain_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
+            if not waiting:
+                return
+            try:
+                producer = self._producer()
+                for (topic, partition), records in waiting.items():
+                    if partition is not None:
+                        await self._submit(producer, topic, partition, records)
+                        continue
+                    for by_key, group in await self._by_partition(producer, topic, records):
+                        await self._submit(producer, topic, by_key, group)
+            except Exception as exc:  # producer closed, timed out waiting for a slot
+                self._failed(exc)
+
+    async def _by_partition(
+        self, producer: Any, topic: str, records: list[_Record]
+    ) -> list[tuple[int, list[_Record]]]:
+        """Records split by the partition Kafka's default partitioner gives their key."""
+        await producer.client._wait_on_metadata(topic)
+        groups: dict[int, list[_Record]] = {}
+        cache = self._partition_of
+        for record in records:
+            key = record.key
+            partition = None if key is None else cache.get((topic, key))
+            if partition is None:
+                partition = producer._partition(topic, None, None, None, key, record.value)
+                if key is not None:
+                    if len(cache) >= MAX_CACHED_PARTITIONS:
+                        cache.clear()
+                    cache[topic, key] = partition
+            groups.setdefault(partition, []).append(record)
+        return list(groups.items())
+
+    async def _submit(
+        self, producer: Any, topic: str, partition: int, records: list[_Record]
+    ) -> None:
+        builder = producer.create_batch()
+        first = 0
+        for index, record in enumerate(records):
+            appended = builder.append(
+                key=record.key, value=record.value, timestamp=None, headers=record.headers or []
+            )
+            if appended is None:  # batch full: send it, start the next with this record
+                await self._send_batch(producer, builder, topic, partition, records[first:index])
+                builder = producer.create_batch()
+                first = index
+                builder.append(
+                    key=record.key, value=record.value, timestamp=None, headers=record.headers or []
+                )
+        await self._send_batch(producer, builder, topic, partition, records[first:])
+
+    async def _send_batch(
+        self, producer: Any, builder: Any, topic: str, partition: int, records: list[_Record]
+    ) -> None:
+        builder.close()  # closed: aiokafka sends it without lingering
+        delivered: asyncio.Future[Any] = await producer.send_batch(
+            builder, topic, partition=partition
+        )
+        self._unacked.add(delivered)
+        delivered.add_done_callback(
+            lambda future: self._on_batch_done(future, topic, partition, records)
+        )
+
+    def _on_batch_done(
+        self, future: asyncio.Future[Any], topic: str, partition: int, records: list[_Record]
+    ) -> None:
+        self._unacked.discard(future)
+        if future.cancelled():
+            self._failed(asyncio.CancelledError(f"batch for {topic}[{partition}] cancelled"))
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._failed(exc)
+            return
+        base = future.result().offset
+        for index, record in enumerate(records):
+            if record.on_delivered is not None:
+                record.on_delivered(base + index)
+        if self._on_delivered_batch is not None:
+            self._on_delivered_batch(topic, partition, base + len(records) - 1)
+
+    def _failed(self, exc: BaseException) -> None:
+        first = self._failure is None
+        self._failure = self._failure or exc
+        if first:
+            log.error("records could not be delivered, stopping the worker: %r", exc)
+            self._on_failure(exc)
+
+
+class FaustOutputs:
+    """Every record through faust (exactly_once: its transaction manager produces them).
+
+    `topics` maps a topic name to its faust topic. Changelog records are faust's own
+    (the table sends them), so `add_changelog` is never called.
+    """
+
+    def __init__(self, topics: dict[str, Any]) -> None:
+        self._topics = topics
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        on_delivered: OnDelivered | None = None,
+    ) -> None:
+        sent: asyncio.Future[Any] = await self._topics[topic].send(
+            key=key, value=value, headers=list(headers) if headers else None
+        )
+        if on_delivered is not None:
+            callback = on_delivered
+
+            def done(future: asyncio.Future[Any]) -> None:
+                if not future.cancelled() and future.exception() is None:
+                    callback(future.result().offset)
+
+            sent.add_done_callback(done)
+
+    def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        raise NotImplementedError("faust writes the changelog itself under exactly_once")
+
+    async def flush(self) -> None:
+        """faust's commit flushes its own producer."""
