@@ -163,11 +163,20 @@ class BatchedOutputs:
 
     def _start_drain(self) -> None:
         self._timer = None
-        task = asyncio.ensure_future(self._drain())
+        self._drain_task()
+
+    def _drain_task(self) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(self._drain_now())
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
+        return task
 
     async def _drain(self) -> None:
+        # In a task of its own: a caller cancelled mid-drain (a commit as the worker
+        # stops) must not drop the records already taken from `_waiting`.
+        await asyncio.shield(self._drain_task())
+
+    async def _drain_now(self) -> None:
         async with self._drain_lock:
             if self._timer is not None:
                 self._timer.cancel()

@@ -388,11 +388,6 @@ async def test_send_waits_when_max_waiting_records_are_waiting(
         assert values == sorted(values)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams.outputs bug: a drain cancelled after taking the waiting records drops "
-    "the ones not yet handed to aiokafka, with no on_failure; the next flush succeeds",
-)
 async def test_a_cancelled_flush_loses_no_records(
     kafka_admin: AIOKafkaAdminClient, topic_name: str, producer: AIOKafkaProducer
 ) -> None:
