@@ -125,7 +125,7 @@ class SessionAgent:
 
     async def _apply(self, message: Any, outcome: Processed, table_key: bytes) -> None:
         event = outcome.event
-        self._metrics.events.labels(event.type).inc()
+        self._metrics.count_event(event.type)
         warning = outcome.verdict.warning
         rule = None if warning is None else warning.rule
         # Verdict first, then state: the stored record lists this verdict as unconfirmed

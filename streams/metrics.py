@@ -6,6 +6,8 @@ runtimes choose it: past `MAX_AGENT_LABELS` distinct values the rest count as "o
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 MAX_AGENT_LABELS = 200
@@ -68,6 +70,15 @@ class Metrics:
             registry=r,
         )
         self._agents: set[str] = set()
+        self._events_by_type: dict[str, Any] = {}
+
+    def count_event(self, event_type: str) -> None:
+        """`events{type}` += 1, with the labelled child cached (`labels()` costs a lock
+        and a tuple build per call, on every event)."""
+        child = self._events_by_type.get(event_type)
+        if child is None:
+            child = self._events_by_type[event_type] = self.events.labels(event_type)
+        child.inc()
 
     def agent_label(self, agent_id: str | None) -> str:
         if agent_id is None:
