@@ -167,6 +167,9 @@ class OffsetOrder:
         # tp -> [first missing offset, offset that revealed the gap, seeks so far]
         self._gaps: dict[Any, list[int]] = {}
         self._stalled: dict[Any, int] = {}  # tp -> expected offset at the previous check
+        self.busy = False
+        """Set while the agent is inside an event (e.g. waiting for room for its records):
+        no partition moves then, and none is stalled for it."""
 
     def forget(self, tps: set[Any]) -> None:
         """Partitions revoked: their positions start afresh when they come back."""
@@ -228,6 +231,9 @@ class OffsetOrder:
                 continue
             gap[2] += 1
             await consumer.seek(tp, start)
+        if self.busy:
+            self._stalled.clear()
+            return
         stalled: dict[Any, int] = {}
         for tp in consumer.assignment():
             expected = self._expected(tp) if tp.topic == topic else None

@@ -147,22 +147,17 @@ class BatchedOutputs:
     def _add(self, topic: str, partition: int | None, record: _Record) -> None:
         self._waiting.setdefault((topic, partition), []).append(record)
         self._waiting_count += 1
+        if self._drain_lock.locked():
+            return  # the drain under way takes these too before it ends
         if self._waiting_count >= self._batch_records:
-            self._schedule(0.0)
+            self._start_drain()
         elif self._timer is None:
-            self._schedule(self._linger)
-
-    def _schedule(self, delay: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        if delay:
-            self._timer = loop.call_later(delay, self._start_drain)
-        else:
-            self._timer = loop.call_soon(self._start_drain)
+            self._timer = asyncio.get_running_loop().call_later(self._linger, self._start_drain)
 
     def _start_drain(self) -> None:
-        self._timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._drain_task()
 
     def _drain_task(self) -> asyncio.Task[None]:
@@ -177,23 +172,29 @@ class BatchedOutputs:
         await asyncio.shield(self._drain_task())
 
     async def _drain_now(self) -> None:
+        """Hand every waiting record to aiokafka; records added meanwhile (while a send
+        waits for its partition's previous batch to go out) are taken in the same drain,
+        so under load batches grow by themselves instead of by the linger."""
         async with self._drain_lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
-            if not waiting:
-                return
-            try:
-                producer = self._producer()
-                for (topic, partition), records in waiting.items():
-                    if partition is not None:
-                        await self._submit(producer, topic, partition, records)
-                        continue
-                    for by_key, group in await self._by_partition(producer, topic, records):
-                        await self._submit(producer, topic, by_key, group)
-            except Exception as exc:  # producer closed, timed out waiting for a slot
-                self._failed(exc)
+            while self._waiting:
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
+                try:
+                    await self._submit_all(waiting)
+                except Exception as exc:  # producer closed, timed out waiting for a slot
+                    self._failed(exc)
+                    return
+
+    async def _submit_all(self, waiting: dict[tuple[str, int | None], list[_Record]]) -> None:
+        producer = self._producer()
+        for (topic, partition), records in waiting.items():
+            if partition is not None:
+                await self._submit(producer, topic, partition, records)
+                continue
+            for by_key, group in await self._by_partition(producer, topic, records):
+                await self._submit(producer, topic, by_key, group)
 
     async def _by_partition(
         self, producer: Any, topic: str, records: list[_Record]

@@ -96,6 +96,19 @@ async def test_records_fetched_but_dropped_at_the_end_are_reread_after_two_check
     assert consumer.seeks == [(EVENTS, 5)]
 
 
+async def test_no_stall_while_the_agent_waits_inside_an_event() -> None:
+    # e.g. for room for its records: nothing moves then, and nothing was dropped
+    order, consumer = guard(committed=5, position=7)
+    order.busy = True
+    await order.heal("events")
+    await order.heal("events")
+    assert consumer.seeks == []
+    order.busy = False  # still nothing processed after it: now it is a stall
+    await order.heal("events")
+    await order.heal("events")
+    assert consumer.seeks == [(EVENTS, 5)]
+
+
 async def test_no_healing_during_a_rebalance() -> None:
     order, consumer = guard(committed=5, position=7)
     order._app.rebalancing = True
