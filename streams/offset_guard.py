@@ -54,15 +54,38 @@ def missing_head(consumer: Any, tp: Any) -> int | None:
     return int(committed)
 
 
+class FlowEvent(asyncio.Event):
+    """An asyncio.Event that also hands out a future done once it is set, so a waiter
+    can watch it without a task of its own (`InlineHandOff`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._when_set: asyncio.Future[bool] | None = None
+
+    def set(self) -> None:
+        super().set()
+        if self._when_set is not None and not self._when_set.done():
+            self._when_set.set_result(True)
+
+    def when_set(self) -> asyncio.Future[bool]:
+        future = self._when_set
+        if future is None or (future.done() and not self.is_set()):
+            future = self._when_set = asyncio.get_running_loop().create_future()
+            if self.is_set():
+                future.set_result(True)
+        return future
+
+
 class InlineHandOff(Service):
-    """mode's `wait_first`, with a fast path for the hand-off of each fetched record.
+    """mode's `wait_first`, made cheap for the hand-off of each fetched record.
 
     faust's fetch loop runs `wait_first(callback(message), suspend_flow.wait())` per
     record, so a rebalance can interrupt a hand-off that waits on a full stream buffer.
     mode's version makes four tasks per call, waits on them and cancels three: about a
-    third of faust's per-record cost here. Usually the hand-off does not wait at all, so
-    it runs inline first; only one that has to wait goes on under mode's version, which
-    keeps watching the flow (and the service stopping or crashing).
+    third of faust's per-record cost here. Instead the hand-off runs inline first; one
+    that has to wait (the stream buffer is full: every record, under a backlog) goes on
+    in one task, watched together with the flow's `FlowEvent` future. The service
+    stopping cancels the fetch loop itself, so it needs no watching here.
     """
 
     suspend_flow: asyncio.Event
@@ -71,22 +94,30 @@ class InlineHandOff(Service):
         if not self._is_record_hand_off(coros):
             return await super().wait_first(*coros, timeout=timeout)
         hand_off, suspended = coros
+        suspended.close()  # never awaited: the FlowEvent's future stands in for it
         try:
             awaiting = hand_off.send(None)
         except StopIteration as done:
-            suspended.close()
             return WaitResults([hand_off], [done.value], False)
-        except BaseException:
-            suspended.close()
-            raise
-        resumed = _Resumed(hand_off, awaiting)
-        return await super().wait_first(resumed, suspended, timeout=timeout)
+        flow = self.suspend_flow
+        assert isinstance(flow, FlowEvent)
+        resumed: asyncio.Future[Any] = asyncio.ensure_future(_Resumed(hand_off, awaiting))
+        try:
+            await asyncio.wait((resumed, flow.when_set()), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            interrupted = not resumed.done()
+            if interrupted:
+                resumed.cancel()  # the flow was suspended (or this task is cancelled)
+        if interrupted:
+            return WaitResults([suspended], [True], False)
+        return WaitResults([hand_off], [resumed.result()], False)
 
     def _is_record_hand_off(self, coros: tuple[Any, ...]) -> bool:
         return (
             len(coros) == 2
             and asyncio.iscoroutine(coros[0])
             and getattr(coros[1], "cr_code", None) is _EVENT_WAIT_CODE
+            and isinstance(self.suspend_flow, FlowEvent)
             and not self.suspend_flow.is_set()
             and not self._stopped.is_set()
             and not self._crashed.is_set()
@@ -94,6 +125,10 @@ class InlineHandOff(Service):
 
 
 class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.suspend_flow = FlowEvent()
+
     def _new_offset(self, tp: Any) -> int | None:
         if missing_head(self, tp) is not None:
             return None  # commit nothing for tp until its committed offset is processed

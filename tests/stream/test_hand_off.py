@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from streams.offset_guard import InlineHandOff
+from streams.offset_guard import FlowEvent, InlineHandOff
 
 
 class _Consumer(InlineHandOff):
     def __init__(self) -> None:
         super().__init__()
-        self.suspend_flow = asyncio.Event()
+        self.suspend_flow = FlowEvent()
 
 
 async def test_a_hand_off_that_never_waits_runs_inline() -> None:
@@ -56,7 +56,7 @@ async def test_a_hand_off_that_waits_is_resumed_and_returns_its_result() -> None
     room.set_result("room")
     results = await asyncio.wait_for(waiting, timeout=5)
     assert steps == ["waiting", "got room"]
-    assert "delivered" in results.results
+    assert results.results == ["delivered"]
 
 
 async def test_a_suspended_flow_interrupts_a_waiting_hand_off_and_cancels_it() -> None:
@@ -77,7 +77,7 @@ async def test_a_suspended_flow_interrupts_a_waiting_hand_off_and_cancels_it() -
     await asyncio.wait_for(started.wait(), timeout=5)
     consumer.suspend_flow.set()
     results = await asyncio.wait_for(waiting, timeout=5)
-    assert results.results == [True], "the suspend_flow.wait() won"
+    assert results.results == [True], "the suspended flow won"
     await asyncio.wait_for(cancelled.wait(), timeout=5)
     assert never.cancelled(), "cancelled as a task awaiting it would be"
 
@@ -122,6 +122,60 @@ async def test_with_the_flow_already_suspended_mode_runs_it_as_before() -> None:
     assert results.done  # one of the two finished first
     if ran_in:
         assert ran_in != [asyncio.current_task()], "not inline: in a task of mode's"
+
+
+async def test_a_flow_suspended_and_resumed_before_a_wait_does_not_interrupt_it() -> None:
+    consumer = _Consumer()
+    consumer.suspend_flow.set()
+    consumer.suspend_flow.clear()  # a rebalance came and went
+    room = asyncio.get_running_loop().create_future()
+    started = asyncio.Event()
+
+    async def hand_off() -> str:
+        started.set()
+        await room
+        return "delivered"
+
+    waiting = asyncio.ensure_future(consumer.wait_first(hand_off(), consumer.suspend_flow.wait()))
+    await asyncio.wait_for(started.wait(), timeout=5)
+    room.set_result(None)
+    results = await asyncio.wait_for(waiting, timeout=5)
+    assert results.results == ["delivered"]
+
+
+async def test_cancelling_the_fetch_loop_cancels_a_waiting_hand_off() -> None:
+    consumer = _Consumer()
+    cancelled = asyncio.Event()
+    started = asyncio.Event()
+
+    async def hand_off() -> None:
+        started.set()
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    waiting = asyncio.ensure_future(consumer.wait_first(hand_off(), consumer.suspend_flow.wait()))
+    await asyncio.wait_for(started.wait(), timeout=5)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await asyncio.wait_for(cancelled.wait(), timeout=5)
+
+
+async def test_a_plain_event_as_the_flow_goes_to_mode() -> None:
+    consumer = _Consumer()
+    consumer.suspend_flow = asyncio.Event()
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    async def hand_off() -> str:
+        ran_in.append(asyncio.current_task())
+        return "delivered"
+
+    results = await consumer.wait_first(hand_off(), consumer.suspend_flow.wait())
+    assert results.results == ["delivered"]
+    assert ran_in and ran_in != [asyncio.current_task()], "in a task of mode's"
 
 
 async def test_other_calls_go_to_mode_unchanged() -> None:
