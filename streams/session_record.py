@@ -44,7 +44,7 @@ class SessionRecord:
     def encode(self) -> bytes:
         document: dict[str, Any] = {
             "v": RECORD_VERSION,
-            "state": None if self.state is None else self.state.to_snapshot(),
+            "state": None if self.state is None else self.state.to_snapshot(copy=False),
             "last_seq": self.last_seq,
             "last_ts": self.last_ts.isoformat(),
             "unconfirmed": [[seq, payload.decode()] for seq, payload in self.unconfirmed],

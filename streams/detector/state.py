@@ -84,13 +84,19 @@ class SessionState:
             self.batch_tools,
         )
 
-    def to_snapshot(self) -> dict[str, Any]:
-        """A plain JSON-able dict (what the stream app's table stores)."""
+    def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
+        """A plain JSON-able dict (what the stream app's table stores).
+
+        `copy=False` shares this state's dicts instead of copying them, for a caller
+        that only encodes the snapshot at once (the table write, on every event).
+        """
+        calls = dict(self.calls) if copy else self.calls
+        ranges = dict(self.chain_ranges) if copy else self.chain_ranges
         return {
             "version": STATE_VERSION,
             "last_seq": self.last_seq,
             "last_ts": self.last_ts.isoformat(),
-            "calls": dict(self.calls),
+            "calls": calls,
             "result": [
                 self.result_signature,
                 self.result_run,
@@ -101,7 +107,7 @@ class SessionState:
                 self.chain_tool,
                 self.chain_target,
                 self.chain_full,
-                dict(self.chain_ranges),
+                ranges,
                 self.chain_top,
             ],
             "batch": [self.batch_digest, self.batch_run, list(self.batch_tools)],
