@@ -134,7 +134,7 @@ class SessionAgent:
         if warning is not None:
             agent = self._metrics.agent_label(event.agent_id)
             self._metrics.warnings.labels(warning.rule, agent).inc()
-        self._metrics.verdicts.inc()
+        self._metrics.count_verdict()
         if outcome.record is None:
             self._delete(table_key)
             self._expiry.forget(message.partition, event.session_id)
@@ -191,7 +191,7 @@ class SessionAgent:
         if len(self._acked) > MAX_REMEMBERED_ACKS:
             self._acked.popitem(last=False)
         if produced_at:
-            self._metrics.latency.observe(max(0.0, time.time() - produced_at))
+            self._metrics.observe_latency(max(0.0, time.time() - produced_at))
 
     async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
         self._metrics.dead_letters.labels(letter.kind).inc()
