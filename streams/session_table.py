@@ -5,21 +5,71 @@ faust's own `on_key_set` sends each changelog record through `Topic.send_soon` (
 outputs instead, to the same changelog partition (the current event's, as faust does).
 What it leaves out of faust's version: key TTLs (windowed tables only) and the faust
 monitor's table counters (loopwatch's metrics are its own). Without outputs set (under
-exactly_once) it is faust's Table unchanged.
+exactly_once) it writes its changelog as faust's Table does.
+
+With a store that keeps its records (RocksDB), recovery reads the changelog only from the
+offset the store already holds, so `on_changelog_event` sees none of the older records:
+once recovery is done, the table passes the records it kept for each newly assigned
+partition through `on_changelog_event` too, as if they had been read from the changelog
+(the worker rebuilds its index of session deadlines from these calls).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import faust
 from faust.types import TP
+from faust.types.tuples import Message
 
 from streams.outputs import Outputs
+
+STORED_RECORDS_PER_YIELD = 1000
+"""Stored records passed to `on_changelog_event` between two yields to the event loop."""
 
 
 class SessionTable(faust.Table[bytes, bytes]):
     outputs: Outputs | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Changelog partitions assigned with records in the local store that recovery
+        # will not read again (their persisted offset is past them).
+        self._stored_unannounced: set[int] = set()
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        topics = self.changelog_topic.topics
+        for tp in revoked:
+            if tp.topic in topics:
+                self._stored_unannounced.discard(tp.partition)
+        for tp in newly_assigned:
+            # A persisted offset means the store kept the records up to it (RocksDB);
+            # the memory store has none.
+            if tp.topic in topics and self.data.persisted_offset(tp) is not None:
+                self._stored_unannounced.add(tp.partition)
+
+    async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
+        await super().on_recovery_completed(active_tps, standby_tps)
+        for tp in sorted(active_tps):
+            if tp.partition in self._stored_unannounced:
+                self._stored_unannounced.discard(tp.partition)
+                await self._announce_stored(tp)
+
+    async def _announce_stored(self, tp: TP) -> None:
+        """Every record the store holds for `tp`, through `on_changelog_event`."""
+        store: Any = self.data  # faust.stores.rocksdb.Store (pinned faust: private API)
+        db = store._db_for_partition(tp.partition)
+        for count, (key, value) in enumerate(store._visible_items(db), start=1):
+            message = Message(tp.topic, tp.partition, -1, 0.0, 0, [], key, value, None, tp=tp)
+            await self.on_changelog_event(self.app.create_event(key, value, [], message))
+            if count % STORED_RECORDS_PER_YIELD == 0:
+                await asyncio.sleep(0)  # a large store: let heartbeats through
+                if tp not in self.app.assignor.assigned_actives():
+                    return  # revoked meanwhile
 
     def on_key_set(self, key: Any, value: Any) -> None:
         if self.outputs is None:

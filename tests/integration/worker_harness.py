@@ -80,8 +80,8 @@ class WorkerEnv:
             LOOPWATCH_PARTITIONS=str(self.partitions),
             LOOPWATCH_WEB_PORT=str(web_port),
             LOOPWATCH_DATA_DIR=f"/tmp/{self.prefix}",
-            **dict(self.extra),
         )
+        env.update(self.extra)  # may override any of the above (e.g. LOOPWATCH_DATA_DIR)
         return env
 
     def settings(self) -> Settings:
