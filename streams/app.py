@@ -216,6 +216,7 @@ def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTa
 
     return BatchedOutputs(
         producer,
+        linger=settings.output_linger_ms / 1000,
         on_failure=crash,
         on_delivered_batch=table.on_changelog_delivered,
     )

@@ -38,6 +38,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.max_event_bytes == 1024 * 1024
     assert settings.store_url == "memory://"
     assert settings.web_port == 6066
+    assert settings.output_linger_ms == 10
     assert settings.changelog_topic == "loopwatch-sessions-changelog"
     # verdicts are read within seconds; dead letters wait for a person
     assert settings.verdicts_retention_seconds < settings.events_retention_seconds
@@ -64,6 +65,7 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_STORE": "rocksdb://",
             "LOOPWATCH_WEB_PORT": "8080",
             "LOOPWATCH_PROCESSING_GUARANTEE": "exactly_once",
+            "LOOPWATCH_OUTPUT_LINGER_MS": "0",
         }
     )
     assert settings.bootstrap_servers == "k1:9092,k2:19092"
@@ -75,6 +77,7 @@ def test_every_variable_is_read() -> None:
     assert (settings.session_ttl_seconds, settings.max_event_bytes) == (60, 2048)
     assert (settings.store_url, settings.web_port) == ("rocksdb://", 8080)
     assert settings.processing_guarantee == "exactly_once"
+    assert settings.output_linger_ms == 0
 
 
 def test_empty_value_means_default() -> None:
@@ -100,6 +103,8 @@ def test_empty_value_means_default() -> None:
             "LOOPWATCH_EVENTS_RETENTION_SECONDS must be an integer >= 1 or -1, got '0'",
         ),
         ("LOOPWATCH_WEB_PORT", "70000", "LOOPWATCH_WEB_PORT must be a port number"),
+        ("LOOPWATCH_OUTPUT_LINGER_MS", "1001", "LOOPWATCH_OUTPUT_LINGER_MS must be milliseconds"),
+        ("LOOPWATCH_OUTPUT_LINGER_MS", "2.5", "from 0 to 1000, got '2.5'"),
         ("LOOPWATCH_EVENTS_TOPIC", "agent events", "LOOPWATCH_EVENTS_TOPIC must be 1-200"),
         ("LOOPWATCH_APP_ID", "..", "LOOPWATCH_APP_ID must be 1-200 characters"),
         ("KAFKA_BOOTSTRAP_SERVERS", "localhost", "KAFKA_BOOTSTRAP_SERVERS must be a comma"),
