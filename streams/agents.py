@@ -109,6 +109,10 @@ class SessionAgent:
             await self._dead_letter(message, outcome.letter)
             return
         if isinstance(outcome, Duplicate):
+            event = outcome.event
+            replayed = not self.sent_by_this_worker(event.session_id, event.seq)
+            if replayed and stored_key:
+                self._write_back(stored_key[0])
             if outcome.resend is not None:
                 self._metrics.resent.inc()
                 await self._publish(
@@ -153,6 +157,15 @@ class SessionAgent:
             ended = SessionRecord.decode(record).ended
             self._delete(session_id.encode())
             self._metrics.expired.labels("ended" if ended else "idle").inc()
+
+    def _write_back(self, table_key: bytes) -> None:
+        """An event read again after a restart: write its session's stored value back,
+        unchanged. A RocksDB store can hold a write whose changelog record the stopped
+        worker never sent (records go out in batches); writing it again puts it in the
+        changelog, so a later owner of the partition does not get an older state."""
+        stored = self._table.get(table_key)
+        if stored is not None:
+            self._table[table_key] = stored
 
     def _remember(self, table_key: bytes, encoded: bytes, record: SessionRecord) -> None:
         self._decoded[table_key] = (encoded, record)

@@ -118,6 +118,10 @@ async def test_replay_of_an_unacknowledged_verdict_resends_the_same_verdict(
     (again,) = second_worker.on("verdicts")
     assert again.value == first_worker.on("verdicts")[-1].value
     assert "loopwatch_verdicts_resent_total 1.0" in second_worker.metrics_text()
+    # ... and writes the stored value back unchanged, so the changelog has it even when
+    # the first worker's store (RocksDB) held a write whose changelog record was lost.
+    (written,) = second_worker.changelog
+    assert written.value == first_worker.table.data[b"s1"]
 
 
 async def test_acknowledged_verdicts_leave_the_stored_record(harness: Harness) -> None:
