@@ -224,16 +224,11 @@ class BatchedOutputs:
         builder = producer.create_batch()
         first = 0
         for index, record in enumerate(records):
-            appended = builder.append(
-                key=record.key, value=record.value, timestamp=None, headers=record.headers or []
-            )
-            if appended is None:  # batch full: send it, start the next with this record
+            if _append(builder, record) is None:  # full: send it, start the next with this
                 await self._send_batch(producer, builder, topic, partition, records[first:index])
                 builder = producer.create_batch()
                 first = index
-                builder.append(
-                    key=record.key, value=record.value, timestamp=None, headers=record.headers or []
-                )
+                _append(builder, record)  # an empty batch takes any one record
         await self._send_batch(producer, builder, topic, partition, records[first:])
 
     async def _send_batch(
@@ -272,6 +267,13 @@ class BatchedOutputs:
         if first:
             log.error("records could not be delivered, stopping the worker: %r", exc)
             self._on_failure(exc)
+
+
+def _append(builder: Any, record: _Record) -> Any:
+    """Add `record` to an aiokafka batch; None when the batch is full."""
+    return builder.append(
+        key=record.key, value=record.value, timestamp=None, headers=record.headers or []
+    )
 
 
 class FaustOutputs:
