@@ -4,6 +4,7 @@ No I/O and nothing of faust or aiokafka: agent runtimes may import this package 
 """
 
 from models.config import ConfigError, DetectionConfig
+from models.episodes import EPISODE_ADAPTER, EPISODE_OUTCOMES, EpisodeOutcome, LoopEpisode
 from models.events import (
     EVENT_ADAPTER,
     AgentEvent,
@@ -20,6 +21,8 @@ from models.fingerprints import call_fingerprint, result_fingerprint
 from models.verdicts import RULES, VERDICT_ADAPTER, LoopVerdict, LoopWarning, RuleName
 
 __all__ = [
+    "EPISODE_ADAPTER",
+    "EPISODE_OUTCOMES",
     "EVENT_ADAPTER",
     "RULES",
     "VERDICT_ADAPTER",
@@ -27,7 +30,9 @@ __all__ = [
     "AssistantMessage",
     "ConfigError",
     "DetectionConfig",
+    "EpisodeOutcome",
     "InvalidEvent",
+    "LoopEpisode",
     "LoopVerdict",
     "LoopWarning",
     "RuleName",
