@@ -1,7 +1,7 @@
 """What an agent runtime imports: publish events, await verdicts, place warnings.
 
 `LoopwatchClient` (one per process) opens a `Session` per conversation; `placement`
-turns a history plus the session's warnings into the next prompt (SPEC §6).
+turns a history plus the session's warnings into the next prompt (docs/contract.md §6).
 """
 
 from streams.client.client import LoopwatchClient

@@ -8,7 +8,7 @@
             prompt = place_openai(history, session.warnings_by_message())
 
 Publishing and waiting never raise into the turn for broker trouble: a failed publish is
-logged and counted, a verdict wait that times out returns what it has (SPEC §6).
+logged and counted, a verdict wait that times out returns what it has (docs/contract.md §6).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class LoopwatchClient:
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         """`kafka_options`: extra aiokafka keyword arguments (security, client id, ...).
-        `local_fingerprints`: send fingerprints instead of raw content (SPEC §3).
+        `local_fingerprints`: send fingerprints instead of raw content (docs/contract.md §3).
         `log_timeouts`: log each verdict wait that gives up (they are counted either way)."""
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic

@@ -1,4 +1,4 @@
-"""Warnings into a model prompt (SPEC §6), for OpenAI Chat and Anthropic Messages.
+"""Warnings into a model prompt (docs/contract.md §6), for OpenAI Chat and Anthropic Messages.
 
 Pure functions: no I/O, and the caller's history is never modified (every message that
 gets a warning is rebuilt; the others are deep-copied).
