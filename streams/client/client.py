@@ -13,6 +13,7 @@ logged and counted, a verdict wait that times out returns what it has (docs/cont
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -80,6 +81,8 @@ class LoopwatchClient:
         self._reader: VerdictReader | None = None
         self._sessions: dict[str, Session] = {}
         self._trackers: dict[str, HistoryTracker] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the client was started on (adapters of sync frameworks use it)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> LoopwatchClient:
@@ -102,6 +105,7 @@ class LoopwatchClient:
         await self.stop()
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         await self._producer.start()
         try:
             await self._consumer.start()

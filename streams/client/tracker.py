@@ -29,7 +29,7 @@ from streams.client.placement import (
     place_openai,
     place_responses,
 )
-from streams.client.session import Session
+from streams.client.session import Session, VerdictWait
 
 log = logging.getLogger(__name__)
 
@@ -58,22 +58,24 @@ class HistoryTracker:
         self._window: list[tuple[int, str]] = []  # (number, digest) of the last history
         self._next_number = 0
         self._system_digest: str | None = None
+        self.last_wait: VerdictWait | None = None
+        """The outcome of the latest verdict wait (which warnings, complete or timed out)."""
+
+    async def publish(self, messages: Sequence[Message], *, system: str | None = None) -> None:
+        """Publish the messages not published yet, without waiting for verdicts.
+
+        `system`: Anthropic's top-level system prompt, published when it first appears
+        or changes."""
+        await self._publish_new(messages, system)
 
     async def warnings(
         self, messages: Sequence[Message], *, system: str | None = None
     ) -> dict[int, list[str]]:
         """Publish the new messages, wait for their verdicts (fail-open), and return the
-        warning texts keyed by index in `messages` (what `placement` takes).
-
-        `system`: Anthropic's top-level system prompt, published when it first appears
-        or changes."""
-        numbers, first_new = self._align([_digest(m) for m in messages])
-        if system is not None and _digest(system) != self._system_digest:
-            self._system_digest = _digest(system)
-            await self.session.system(system)
-        for event in self._reader.events(messages, first_new):
-            await self._publish(event, numbers[event.message_index])
+        warning texts keyed by index in `messages` (what `placement` takes)."""
+        numbers = await self._publish_new(messages, system)
         wait = await self.session.verdicts(timeout=self._timeout)
+        self.last_wait = wait
         index_of = {number: index for index, number in enumerate(numbers)}
         by_index: dict[int, list[str]] = {}
         for placed in wait.warnings:
@@ -89,6 +91,16 @@ class HistoryTracker:
         the stored history are untouched)."""
         placed: WarningsByMessage = await self.warnings(messages, system=system)
         return _PLACE[self.format](messages, placed)
+
+    async def _publish_new(self, messages: Sequence[Message], system: str | None) -> list[int]:
+        """Publish what is new; the numbers of the messages of this history."""
+        numbers, first_new = self._align([_digest(m) for m in messages])
+        if system is not None and _digest(system) != self._system_digest:
+            self._system_digest = _digest(system)
+            await self.session.system(system)
+        for event in self._reader.events(messages, first_new):
+            await self._publish(event, numbers[event.message_index])
+        return numbers
 
     def _align(self, digests: list[str]) -> tuple[list[int], int]:
         """Numbers for the messages of this history, and the index of the first new one."""
