@@ -1,8 +1,10 @@
-"""The table-writing agent: carries `process_record` outcomes out to faust.
+"""The record handler: runs `process_record` for each `agent-events` record and carries
+its outcome out to the outputs (verdicts, warnings, dead letters) and the metrics.
 
-One instance per app. Runs with concurrency 1 (faust loses offsets with more, and the
-table must see a session's events in order). All writes go through `table[key] = value`
-or `del table[key]` while an event of the same partition is current, as faust requires.
+One instance per app, called by the faust agent, which runs with concurrency 1 (faust
+loses offsets with more, and the table must see a session's events in order). The
+session table is written by `process_record` through `TableSessionStore` while the
+record is current, as faust requires.
 """
 
 from __future__ import annotations
@@ -10,180 +12,100 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from models import DetectionConfig
 from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
 from streams.outputs import Outputs
-from streams.processing import Duplicate, Processed, Rejected, process_record
+from streams.processing import Duplicate, PipelineOptions, Rejected, process_record
 from streams.session_record import SessionRecord
+from streams.session_store import TableSessionStore, VerdictId
 from streams.topics import Topics
 
 log = logging.getLogger(__name__)
 
-MAX_REMEMBERED_ACKS = 65536
-MAX_DECODED_RECORDS = 4096
-"""Decoded table values kept per key; beyond it the least recently used is decoded again."""
 
-
-class SessionAgent:
+class RecordHandler:
     """Processes `agent-events` records against the `sessions` table."""
 
     def __init__(
         self,
         *,
-        table: Any,
+        store: TableSessionStore,
         topics: Topics,
         outputs: Outputs,
-        config: DetectionConfig,
+        options: PipelineOptions,
         expiry: ExpiryIndex,
         metrics: Metrics,
-        max_event_bytes: int,
-        drop_ended: bool,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._table = table
+        self._store = store
         self._outputs = outputs
         self._verdicts_topic: str = topics.verdicts.get_topic_name()
         self._warnings_topic: str = topics.warnings.get_topic_name()
         self._dead_letters_topic: str = topics.dead_letters.get_topic_name()
-        self._config = config
+        self._options = options
         self._expiry = expiry
         self._metrics = metrics
-        self._max_event_bytes = max_event_bytes
-        self._drop_ended = drop_ended
         self._clock = clock
-        # Verdict sends not yet acknowledged (value: a token of that send); the delivery
-        # callback removes each one.
-        self._inflight: dict[tuple[str, int], object] = {}
-        # Recently acknowledged ones (bounded): a duplicate of their event needs no resend.
-        self._acked: OrderedDict[tuple[str, int], None] = OrderedDict()
-        # The decoded form of the table values this worker wrote last (LRU): the next event
-        # of a session skips the JSON decode when the stored bytes are still the same.
-        self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
-
-    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
-        return (session_id, seq) in self._inflight
-
-    def sent_by_this_worker(self, session_id: str, seq: int) -> bool:
-        ident = (session_id, seq)
-        return ident in self._inflight or ident in self._acked
 
     async def process(self, event: Any) -> None:
         """Handle one faust event (its message holds the raw key and value)."""
         message = event.message
-        key: bytes | None = message.key
-        value: bytes | None = message.value
-        stored_key: list[bytes] = []
-
-        def load(session_id: str) -> bytes | None:
-            stored_key.append(session_id.encode())
-            stored: bytes | None = self._table.get(stored_key[0])
-            return stored
-
-        def decode(stored: bytes) -> SessionRecord:
-            cached = self._decoded.get(stored_key[0])
-            if cached is not None and cached[0] == stored:
-                return cached[1]
-            return SessionRecord.decode(stored)
-
         outcome = process_record(
-            key,
-            value,
-            load,
-            self._config,
-            max_event_bytes=self._max_event_bytes,
+            message.key,
+            message.value,
+            self._store,
+            self._options,
+            self._expiry,
+            partition=message.partition,
             now=self._clock(),
-            is_unconfirmed=self.is_unconfirmed,
-            sent_by_this_worker=self.sent_by_this_worker,
-            drop_ended=self._drop_ended,
-            decode=decode,
         )
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
             return
+        record_event = outcome.event
         if isinstance(outcome, Duplicate):
-            event = outcome.event
-            replayed = not self.sent_by_this_worker(event.session_id, event.seq)
-            if replayed and stored_key:
-                self._write_back(stored_key[0])
+            if outcome.replayed:
+                self._store.write_back(record_event.session_id)
             if outcome.resend is not None:
                 self._metrics.resent.inc()
+                rule = _rule_of(outcome.resend)
                 await self._publish(
-                    outcome.event.session_id,
-                    outcome.event.seq,
+                    record_event.session_id,
+                    record_event.seq,
                     outcome.resend,
-                    _rule_of(outcome.resend),
+                    rule,
                     message.timestamp,
                 )
             else:
                 self._metrics.duplicates.inc()
             return
-        await self._apply(message, outcome, stored_key[0])
-
-    async def _apply(self, message: Any, outcome: Processed, table_key: bytes) -> None:
-        event = outcome.event
-        self._metrics.count_event(event.type)
+        self._metrics.count_event(record_event.type)
         warning = outcome.verdict.warning
         rule = None if warning is None else warning.rule
-        # Verdict first, then state: the stored record lists this verdict as unconfirmed
-        # until the broker acknowledges it, so a crash in between cannot lose it.
-        await self._publish(event.session_id, event.seq, outcome.payload, rule, message.timestamp)
+        await self._publish(
+            record_event.session_id, record_event.seq, outcome.payload, rule, message.timestamp
+        )
         if warning is not None:
-            agent = self._metrics.agent_label(event.agent_id)
+            agent = self._metrics.agent_label(record_event.agent_id)
             self._metrics.warnings.labels(warning.rule, agent).inc()
         self._metrics.count_verdict()
         if outcome.record is None:
-            self._delete(table_key)
-            self._expiry.forget(message.partition, event.session_id)
             self._metrics.expired.labels("ended").inc()
-        else:
-            encoded = outcome.record.encode()
-            self._table[table_key] = encoded
-            self._remember(table_key, encoded, outcome.record)
-            self._expiry.touch(
-                message.partition, event.session_id, event.ts, ended=outcome.record.ended
-            )
-        for session_id in self._expiry.due(message.partition, event.ts):
-            record = self._table.get(session_id.encode())
-            if record is None:
-                continue
-            ended = SessionRecord.decode(record).ended
-            self._delete(session_id.encode())
+        for _session_id, ended in outcome.expired:
             self._metrics.expired.labels("ended" if ended else "idle").inc()
-
-    def _write_back(self, table_key: bytes) -> None:
-        """An event read again after a restart: write its session's stored value back,
-        unchanged. A RocksDB store can hold a write whose changelog record the stopped
-        worker never sent (records go out in batches); writing it again puts it in the
-        changelog, so a later owner of the partition does not get an older state."""
-        stored = self._table.get(table_key)
-        if stored is not None:
-            self._table[table_key] = stored
-
-    def _remember(self, table_key: bytes, encoded: bytes, record: SessionRecord) -> None:
-        self._decoded[table_key] = (encoded, record)
-        self._decoded.move_to_end(table_key)
-        if len(self._decoded) > MAX_DECODED_RECORDS:
-            self._decoded.popitem(last=False)
-
-    def _delete(self, table_key: bytes) -> None:
-        self._decoded.pop(table_key, None)
-        if table_key in self._table:
-            del self._table[table_key]
 
     async def _publish(
         self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
     ) -> None:
         key = session_id.encode()
         ident = (session_id, seq)
-        token = self._inflight[ident] = object()
+        token = self._store.deliveries.sending(ident)
         # A failed send never calls back: the verdict stays unconfirmed in the table, and
         # the outputs stop the worker before the offset is committed.
         await self._outputs.send(
@@ -196,13 +118,9 @@ class SessionAgent:
             await self._outputs.send(self._warnings_topic, key, payload)
 
     def _on_sent(
-        self, ident: tuple[str, int], token: object, produced_at: float | None, _offset: int
+        self, ident: VerdictId, token: object, produced_at: float | None, _offset: int
     ) -> None:
-        if self._inflight.get(ident) is token:
-            del self._inflight[ident]
-        self._acked[ident] = None
-        if len(self._acked) > MAX_REMEMBERED_ACKS:
-            self._acked.popitem(last=False)
+        self._store.deliveries.delivered(ident, token)
         if produced_at:
             self._metrics.observe_latency(max(0.0, time.time() - produced_at))
 
