@@ -21,6 +21,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from models import AgentEvent, DetectionConfig
+from streams.otel.mapping import Unrecorded, to_record
+from streams.otel.ordering import BridgeSession, admit, release
+from streams.otel.spans import Encoding, decode_spans
+from streams.scanner import Scanner
+from tests.builders import SessionBuilder
+
 Style = Literal["sibling", "child"]
 """`sibling`: tool spans beside the chat span under invoke_agent; `child`: inside it."""
 
@@ -161,3 +168,65 @@ def otlp_json(request: Any) -> dict[str, Any]:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
     return document
+
+
+# -- agents that loop and agents that do not, and what the bridge makes of them -----------
+
+EDIT = Tool("edit_file", {"path": "a.py", "old": "x", "new": "y"}, error="old text not found")
+LOOPING: list[Turn] = [
+    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
+    [Tool("read_file", {"path": "a.py", "offset": 100}, result="text 100")],
+    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
+    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
+    [EDIT],
+    [EDIT],
+    [Tool("search", {"q": "x"}, result=[]), Tool("grep", {"p": "x"}, result=[])],
+    [Tool("grep", {"p": "x"}, result=[]), Tool("search", {"q": "x"}, result=[])],
+    [Tool("search", {"q": "x"}, result=[]), Tool("grep", {"p": "x"}, result=[])],
+]
+CLEAN: list[Turn] = [
+    [Tool("read_file", {"path": "a.py"}, result="a"), Tool("read_file", {"path": "b.py"})],
+    [Tool("edit_file", {"path": "a.py", "old": "1", "new": "2"}, error="no match")],
+    [Tool("edit_file", {"path": "a.py", "old": "one", "new": "two"}, result="edited")],
+    [Tool("bash", {"command": "make test"}, result="ok")],
+    [],
+]
+
+
+def bridge_events(
+    values: Sequence[bytes], encoding: Encoding = "otlp_proto", unrecorded: Unrecorded = "distinct"
+) -> list[AgentEvent]:
+    """Every record admitted (record time = its index), then each session released."""
+    sessions: dict[str, BridgeSession] = {}
+    for index, value in enumerate(values):
+        for span in decode_spans(value, encoding):
+            record = to_record(span, index, unrecorded)
+            if record is not None:
+                sessions[record.session_id], _ = admit(sessions.get(record.session_id), record)
+    events: list[AgentEvent] = []
+    for session in sessions.values():
+        events += release(session)[1]
+    return events
+
+
+def rules(events: Sequence[AgentEvent]) -> list[str | None]:
+    return [
+        None if v.warning is None else v.warning.rule
+        for v in Scanner(DetectionConfig()).run(list(events))
+    ]
+
+
+def raw_session(turns: Sequence[Turn], session_id: str = "conv-1") -> list[AgentEvent]:
+    """What a runtime would publish for the same turns, with raw arguments and results."""
+    builder = SessionBuilder(session_id, agent_id="coder")
+    calls = 0
+    for turn in turns:
+        if not turn:
+            builder.text("done")
+            continue
+        builder.step(*((tool.name, tool.arguments) for tool in turn))
+        for tool in turn:
+            calls += 1
+            result = None if tool.error else tool.result
+            builder.result(tool.name, result=result, error=tool.error, call_id=f"c{calls}")
+    return builder.events

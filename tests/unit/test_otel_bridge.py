@@ -8,75 +8,26 @@ from collections.abc import Sequence
 
 import pytest
 
-from models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
+from models import AssistantMessage, ToolResult
 from models.fingerprints import call_fingerprint, result_fingerprint
-from streams.otel.mapping import SpanRecord, Unrecorded, to_record
+from streams.otel.mapping import SpanRecord, to_record
 from streams.otel.ordering import BridgeSession, admit, release
 from streams.otel.settings import OtelSettings
 from streams.otel.spans import SpanDecodeError, decode_spans
-from streams.scanner import Scanner
 from streams.settings import SettingsError
-from tests.builders import SessionBuilder
-from tests.otel_spans import InstrumentedAgent, Tool, Turn, encode_request, export_records
-
-EDIT = Tool("edit_file", {"path": "a.py", "old": "x", "new": "y"}, error="old text not found")
-LOOPING: list[Turn] = [
-    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
-    [Tool("read_file", {"path": "a.py", "offset": 100}, result="text 100")],
-    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
-    [Tool("read_file", {"path": "a.py", "offset": 0}, result="text 0")],
-    [EDIT],
-    [EDIT],
-    [Tool("search", {"q": "x"}, result=[]), Tool("grep", {"p": "x"}, result=[])],
-    [Tool("grep", {"p": "x"}, result=[]), Tool("search", {"q": "x"}, result=[])],
-    [Tool("search", {"q": "x"}, result=[]), Tool("grep", {"p": "x"}, result=[])],
-]
-CLEAN: list[Turn] = [
-    [Tool("read_file", {"path": "a.py"}, result="a"), Tool("read_file", {"path": "b.py"})],
-    [Tool("edit_file", {"path": "a.py", "old": "1", "new": "2"}, error="no match")],
-    [Tool("edit_file", {"path": "a.py", "old": "one", "new": "two"}, result="edited")],
-    [Tool("bash", {"command": "make test"}, result="ok")],
-    [],
-]
-
-
-def bridge_events(
-    values: Sequence[bytes], encoding: str = "otlp_proto", unrecorded: Unrecorded = "distinct"
-) -> list[AgentEvent]:
-    """Every record admitted (record time = its index), then each session released."""
-    sessions: dict[str, BridgeSession] = {}
-    for index, value in enumerate(values):
-        for span in decode_spans(value, encoding):  # type: ignore[arg-type]
-            record = to_record(span, index, unrecorded)
-            if record is not None:
-                sessions[record.session_id], _ = admit(sessions.get(record.session_id), record)
-    events: list[AgentEvent] = []
-    for session in sessions.values():
-        events += release(session)[1]
-    return events
-
-
-def rules(events: Sequence[AgentEvent]) -> list[str | None]:
-    return [
-        None if v.warning is None else v.warning.rule
-        for v in Scanner(DetectionConfig()).run(list(events))
-    ]
-
-
-def raw_session(turns: Sequence[Turn]) -> list[AgentEvent]:
-    """What a runtime would publish for the same turns, with raw arguments and results."""
-    builder = SessionBuilder("conv-1", agent_id="coder")
-    calls = 0
-    for turn in turns:
-        if not turn:
-            builder.text("done")
-            continue
-        builder.step(*((tool.name, tool.arguments) for tool in turn))
-        for tool in turn:
-            calls += 1
-            result = None if tool.error else tool.result
-            builder.result(tool.name, result=result, error=tool.error, call_id=f"c{calls}")
-    return builder.events
+from tests.otel_spans import (
+    CLEAN,
+    EDIT,
+    LOOPING,
+    InstrumentedAgent,
+    Tool,
+    Turn,
+    bridge_events,
+    encode_request,
+    export_records,
+    raw_session,
+    rules,
+)
 
 
 def agent(turns: Sequence[Turn], **options: object) -> InstrumentedAgent:
@@ -159,9 +110,7 @@ def test_unrecorded_content_is_never_taken_for_a_repetition() -> None:
 
 def test_replayed_and_late_spans_are_stale_and_never_emitted_again() -> None:
     values = export_records(agent(LOOPING).spans())
-    records = [
-        r for v in values for s in decode_spans(v, "otlp_proto") if (r := to_record(s, 0))
-    ]
+    records = [r for v in values for s in decode_spans(v, "otlp_proto") if (r := to_record(s, 0))]
     session: BridgeSession | None = None
     for record in records[:10]:
         session, admission = admit(session, record)
