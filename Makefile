@@ -16,7 +16,7 @@ help:
 $(BIN)/loopwatch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,rocksdb,otel]'
+	$(BIN)/pip install --quiet -e '.[dev,rocksdb]'
 	@touch $@
 
 venv: $(BIN)/loopwatch
