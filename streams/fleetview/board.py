@@ -1,7 +1,8 @@
 """The live fleet board: loop tallies from `loop-warnings` and `loop-episodes`, pure.
 
-A loop is counted when its first warning arrives (key: session, rule, tool names) and is
-closed by its `loop-episodes` record. Until the first episode record arrives (a worker
+A loop is counted when its first warning arrives (key: session and rule, as the core keeps
+at most one open episode per rule of a session) and is closed by its `loop-episodes`
+record. Until the first episode record arrives (a worker
 that does not publish episodes yet), a loop is taken as broken when its session is warned
 again after an event without a warning (a gap in the warned `seq`s), and a loop warned by
 no event for `QUIET_AFTER` of event time no longer counts as open.
@@ -44,7 +45,7 @@ TIME_TO_BREAK_BUCKETS: tuple[tuple[str, float], ...] = (
 )
 """Label and upper bound (seconds, exclusive) of each time-to-break bar."""
 
-LoopKey = tuple[str, str, tuple[str, ...]]
+LoopKey = tuple[str, str]
 
 
 @dataclass
@@ -126,13 +127,14 @@ class FleetBoard:
         self._last_warned_seq.move_to_end(sid)
         if len(self._last_warned_seq) > SESSIONS_CAP:
             self._last_warned_seq.popitem(last=False)
-        key: LoopKey = (sid, warning.rule, warning.tool_names)
+        key: LoopKey = (sid, warning.rule)
         loop = self._open.get(key)
         if loop is not None:
             if verdict.seq > loop.last_seq:  # a redelivered warning changes nothing
                 loop.last_seq, loop.last_at = verdict.seq, verdict.event_ts
                 loop.warnings += 1
                 loop.peak_count = max(loop.peak_count, warning.count)
+                loop.tool_names = warning.tool_names
             self._open.move_to_end(key)
             return
         self._open[key] = OpenLoop(
@@ -159,7 +161,7 @@ class FleetBoard:
         self.episodes += 1
         self.version += 1
         self._see(episode.ended_at)
-        key: LoopKey = (episode.session_id, episode.rule, episode.tool_names)
+        key: LoopKey = (episode.session_id, episode.rule)
         if self._open.pop(key, None) is None:  # began before the page started reading
             self._count_start(
                 episode.rule, episode.agent_id, episode.tool_names, episode.started_at

@@ -4,6 +4,7 @@ snapshots as server-sent events (one per change, at most `MAX_UPDATES_PER_SECOND
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -96,10 +97,8 @@ def build_app(feed: BoardFeed, hub: ChangeHub) -> web.Application:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        try:
+        with contextlib.suppress(ConnectionResetError):  # the page was closed
             await _stream(response)
-        except ConnectionResetError:  # the page was closed: nothing to send to
-            pass
         return response
 
     async def _stream(response: web.StreamResponse) -> None:

@@ -32,6 +32,11 @@ const LoopCharts = (() => {
     return node;
   }
 
+  /* The container's drawn width, so text keeps its size whatever the card's width. */
+  function widthOf(container, fallback) {
+    return Math.max(Math.round(container.clientWidth || 0), 0) || fallback;
+  }
+
   function svg(container, width, height) {
     container.replaceChildren();
     return el("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", class: "chart-svg" }, container);
@@ -64,7 +69,7 @@ const LoopCharts = (() => {
     const o = { colorOf: (_, i) => PALETTE[i % PALETTE.length], labelWidth: 150, empty: null, ...(opts || {}) };
     container.dataset.total = rows.reduce((sum, row) => sum + row[1], 0);
     if (!rows.length || rows.every((row) => row[1] === 0)) return empty(container, o.empty);
-    const rowHeight = 30, width = 460, barArea = width - o.labelWidth - 48;
+    const rowHeight = 30, width = widthOf(container, 460), barArea = width - o.labelWidth - 48;
     const root = svg(container, width, rows.length * rowHeight + 4);
     const max = Math.max(...rows.map((row) => row[1]), 1);
     rows.forEach(([label, value], i) => {
@@ -91,7 +96,7 @@ const LoopCharts = (() => {
     const totals = labels.map((_, i) => names.reduce((sum, name) => sum + (series[name][i] || 0), 0));
     container.dataset.total = totals.reduce((a, b) => a + b, 0);
     if (!labels.length || totals.every((t) => t === 0)) return empty(container, o.empty);
-    const width = 620, height = 220, left = 34, bottom = 24, top = 10;
+    const width = widthOf(container, 620), height = 230, left = 34, bottom = 24, top = 10;
     const root = svg(container, width, height);
     const max = Math.max(...totals, 1);
     const step = niceStep(max);
@@ -117,8 +122,8 @@ const LoopCharts = (() => {
         }, root);
         el("title", {}, bar).textContent = `${label} ${RULE_NAMES[name] || name}: ${value}`;
       });
-      const every = Math.ceil(labels.length / 8);
-      if (i % every === 0 || i === labels.length - 1) {
+      const every = Math.ceil(labels.length / Math.max(Math.floor(width / 70), 2));
+      if ((labels.length - 1 - i) % every === 0) {
         text(root, x + barW / 2, height - 6, label, { class: "tick", "text-anchor": "middle" });
       }
     });
@@ -129,7 +134,7 @@ const LoopCharts = (() => {
     const o = { color: "#34d399", empty: null, ...(opts || {}) };
     container.dataset.total = values.reduce((a, b) => a + b, 0);
     if (!values.length || values.every((v) => v === 0)) return empty(container, o.empty);
-    const width = 460, height = 200, bottom = 38, top = 18;
+    const width = widthOf(container, 460), height = 200, bottom = 38, top = 18;
     const root = svg(container, width, height);
     const max = Math.max(...values, 1);
     const slot = width / labels.length, barW = slot * 0.68, plotH = height - bottom - top;

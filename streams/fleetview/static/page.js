@@ -64,11 +64,18 @@
     document.body.dataset.episodes = t.episodes;
   }
 
+  let last = null;
+  let resizeTimer = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => last && render(last), 150);
+  });
+
   function connect() {
     const status = $("status");
     const source = new EventSource("/events");
     source.onopen = () => { status.className = "status live"; $("status-text").textContent = "live"; };
-    source.onmessage = (msg) => render(JSON.parse(msg.data));
+    source.onmessage = (msg) => { last = JSON.parse(msg.data); render(last); };
     source.onerror = () => { status.className = "status down"; $("status-text").textContent = "reconnecting…"; };
   }
 
