@@ -28,3 +28,7 @@ COMMANDS.append(demo.register)
 from streams.commands import dashboard  # noqa: E402
 
 COMMANDS.append(dashboard.register)
+
+from streams.commands import report  # noqa: E402
+
+COMMANDS.append(report.register)
