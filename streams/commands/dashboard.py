@@ -9,10 +9,11 @@ import signal
 import sys
 from typing import Any
 
+from streams.commands.options import port
 from streams.fleetview.feed import FeedError, FeedTopics
 from streams.fleetview.server import DashboardError, start_dashboard
 from streams.kafka_admin import BrokerUnreachable
-from streams.settings import Settings, SettingsError, _port, _topic_name
+from streams.settings import ENVIRONMENT, Settings, SettingsError
 
 DEFAULT_PORT = 8050
 DEFAULT_EPISODES_TOPIC = "loop-episodes"
@@ -34,9 +35,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port", type=port_number, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}"
-    )
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     parser.add_argument(
         "--warnings-topic",
         type=topic_name,
@@ -58,18 +57,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def port_number(raw: str) -> int:
-    try:
-        return int(_port("--port", raw.strip()))
-    except SettingsError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--port ")) from None
-
-
 def topic_name(raw: str) -> str:
+    """A topic name, checked as LOOPWATCH_*_TOPIC are."""
+    _variable, parse = ENVIRONMENT["warnings_topic"]
     try:
-        return str(_topic_name("topic", raw.strip()))
+        name: str = parse("the value", raw.strip())
     except SettingsError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("topic ")) from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name
 
 
 def minutes(raw: str) -> float:

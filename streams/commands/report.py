@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from models import ConfigError
+from streams.commands.options import output_file
 from streams.commands.scan import detection_config
 from streams.fleetview.report import collect, render_html, summary_lines
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="event files")
     parser.add_argument(
-        "--out", type=Path, default=Path("report.html"), help="default: report.html"
+        "--out", type=output_file, default=Path("report.html"), help="default: report.html"
     )
     parser.add_argument("--threshold", default="3", help="rules 2-4 threshold (default 3)")
     parser.add_argument(
@@ -37,12 +38,6 @@ def run(args: argparse.Namespace) -> int:
         config = detection_config(args)
     except ConfigError as exc:
         print(f"loopwatch report: invalid config: {exc}", file=sys.stderr)
-        return 2
-    if args.out.is_dir() or not args.out.parent.is_dir():
-        print(
-            f"loopwatch report: cannot write {args.out}: not a file in an existing folder",
-            file=sys.stderr,
-        )
         return 2
     try:
         data = collect(args.files, config)
