@@ -32,3 +32,7 @@ COMMANDS.append(dashboard.register)
 from streams.commands import report  # noqa: E402
 
 COMMANDS.append(report.register)
+
+from streams.commands import otel_bridge  # noqa: E402
+
+COMMANDS.append(otel_bridge.register)
