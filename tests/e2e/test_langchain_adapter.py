@@ -82,6 +82,7 @@ async def test_the_warning_reaches_the_next_request_and_never_the_state(
 
     assert len(requests) == LOOP_STEPS + 1
     assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
     last = requests[LOOP_STEPS]
     # right after the third tool result, as system messages
     placed = next(i for i, m in enumerate(last) if isinstance(m, SystemMessage))

@@ -93,6 +93,7 @@ async def test_the_warning_reaches_the_next_input_and_never_the_run_items(
 
     assert len(inputs) == LOOP_STEPS + 1
     assert [warnings_in(i) for i in inputs[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(inputs[LOOP_STEPS])  # the helper sees them where they are
     last = inputs[LOOP_STEPS]
     check_responses(last)
     placed = next(i for i, item in enumerate(last) if item.get("role") == "system")
