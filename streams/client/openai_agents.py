@@ -32,7 +32,7 @@ def loopwatch_input_filter(
         session = session_id if isinstance(session_id, str) else session_id(data)
         tracker = await client.tracker(session, "responses", agent_id=agent_id)
         items = [input_item(item) for item in data.model_data.input]
-        placed = await tracker.prompt(items)
+        placed: list[Any] = await tracker.prompt(items)  # plain dicts are valid input items
         return ModelInputData(input=placed, instructions=data.model_data.instructions)
 
     return place_warnings
