@@ -6,12 +6,15 @@ order. Work per event is O(size of the event), independent of the session's leng
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from models import (
+    RULES,
     AgentEvent,
     AssistantMessage,
     DetectionConfig,
+    LoopEpisode,
     LoopVerdict,
     LoopWarning,
     RuleName,
@@ -22,6 +25,7 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
+from streams.detector.episodes import OpenEpisode, pending_calls, track
 from streams.detector.state import MAX_CHAIN_RANGES, MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 from streams.detector.tools import is_mutating, read_range, read_resource, short_digest
@@ -32,6 +36,20 @@ _FINGERPRINT_HEX_START = len("sha256:")
 def _fingerprint_digest(fingerprint: str) -> str:
     # 128 bits of the digest are plenty for equality tests and halve the state size.
     return fingerprint[_FINGERPRINT_HEX_START : _FINGERPRINT_HEX_START + 32]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one event did: the new state, its verdict, and its loop episodes."""
+
+    state: SessionState | None
+    """None after `session_end` (the state is dropped)."""
+    verdict: LoopVerdict | None
+    """None for a duplicate or out-of-order event (nothing else changed then)."""
+    opened: tuple[OpenEpisode, ...] = ()
+    """Loop episodes this event's warning started."""
+    closed: tuple[LoopEpisode, ...] = ()
+    """Loop episodes this event ended (broken or session_ended), in rule order."""
 
 
 def observe(
@@ -48,20 +66,52 @@ def observe(
     event's verdict. An event whose `seq` is not above the last processed one is a
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
-    The input state is never modified.
+    The input state is never modified. `observe_episodes` also returns loop episodes.
     """
+    observation = observe_episodes(state, event, config, evaluated_at=evaluated_at, texts=texts)
+    return observation.state, observation.verdict
+
+
+def observe_episodes(
+    state: SessionState | None,
+    event: AgentEvent,
+    config: DetectionConfig,
+    *,
+    evaluated_at: datetime | None = None,
+    texts: WarningTexts = DEFAULT_TEXTS,
+) -> Observation:
+    """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
-        return state, None
+        return Observation(state, None)
     new = _advance(state, event)
+    warning = evaluate(new, config, texts)
     verdict = LoopVerdict(
         session_id=event.session_id,
         seq=event.seq,
         agent_id=event.agent_id,
         event_ts=event.ts,
         evaluated_at=evaluated_at or event.ts,
-        warning=evaluate(new, config, texts),
+        warning=warning,
     )
-    return (None if isinstance(event, SessionEnd) else new), verdict
+    new.step_pending, completed = pending_calls(new.step_pending, event)
+    changes = track(
+        new.episodes,
+        event,
+        warning,
+        completed_step=completed,
+        subject_of=lambda rule: rule_subject(new, config, rule),
+        rule_order=RULES,
+    )
+    new.episodes = changes.open
+    new.loops += len(changes.opened)
+    return Observation(
+        None if isinstance(event, SessionEnd) else new, verdict, changes.opened, changes.closed
+    )
+
+
+def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:
+    """The open episodes of a state the worker drops as idle, closed `expired`."""
+    return tuple(episode.expire(session_id) for episode in state.episodes)
 
 
 def _advance(state: SessionState | None, event: AgentEvent) -> SessionState:
@@ -182,6 +232,41 @@ def _on_result(state: SessionState, event: ToolResult) -> None:
     signature = f"{call}:{result}"
     state.result_run = state.result_run + 1 if signature == state.result_signature else 1
     state.result_signature = signature
+
+
+_SUBJECT_CHARS = 16  # 64 bits of a digest the state already keeps
+
+
+def rule_subject(state: SessionState, config: DetectionConfig, rule: RuleName) -> str | None:
+    """What `rule` fires on in this state, as a short digest (None: it does not fire).
+
+    Rules 1 and 2: the signature of the repeated result (call and result); rule 3: the
+    read target; rule 4: the batch. Whether an earlier rule gave the event's warning
+    instead does not matter here.
+    """
+    if rule in ("repeated_failed_mutation", "repeated_result"):
+        signature = state.result_signature
+        if signature is None:
+            return None
+        if rule == "repeated_failed_mutation":
+            fires = (
+                state.result_failed
+                and is_mutating(state.result_tool)
+                and state.result_run >= config.mutating_failure_threshold
+            )
+        else:
+            fires = state.result_run >= config.threshold
+        return short_digest(signature)[:_SUBJECT_CHARS] if fires else None
+    if rule == "repeated_read_range":
+        fires = (
+            state.chain_tool is not None
+            and state.chain_top >= config.threshold
+            and len(state.chain_ranges) >= 2
+        )
+        return state.chain_target[:_SUBJECT_CHARS] if fires else None
+    if state.batch_digest is not None and state.batch_run >= config.threshold:
+        return state.batch_digest[:_SUBJECT_CHARS]
+    return None
 
 
 def evaluate(

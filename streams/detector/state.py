@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-STATE_VERSION = 1
+from streams.detector.episodes import OpenEpisode
+
+STATE_VERSION = 2
+"""2 added loop episodes (`step`, `episodes`, `loops`); version 1 snapshots still load
+(no open episodes, no awaited step)."""
+READABLE_VERSIONS = (1, 2)
 
 MAX_REMEMBERED_CALLS = 64
 """Call ids remembered for resolving results to calls (results follow their calls
@@ -63,6 +68,14 @@ class SessionState:
     batch_run: int = 0
     batch_tools: tuple[str, ...] = ()
 
+    # Loop episodes (streams.detector.episodes): bounded by one open episode per rule.
+    step_pending: tuple[str, ...] = ()
+    """Digests of the newest tool step's call ids still awaiting a result."""
+    episodes: tuple[OpenEpisode, ...] = ()
+    """Open loop episodes, at most one per rule, in rule order."""
+    loops: int = 0
+    """Episodes this session has opened so far."""
+
     def copy(self) -> SessionState:
         """A shallow copy (dicts shared: `observe` replaces them, never mutates them).
         Spelled out field by field: about 8x faster than `copy.copy` on the hot path."""
@@ -82,6 +95,9 @@ class SessionState:
             self.batch_digest,
             self.batch_run,
             self.batch_tools,
+            self.step_pending,
+            self.episodes,
+            self.loops,
         )
 
     def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
@@ -111,13 +127,16 @@ class SessionState:
                 self.chain_top,
             ],
             "batch": [self.batch_digest, self.batch_run, list(self.batch_tools)],
+            "step": list(self.step_pending),
+            "episodes": [episode.to_snapshot() for episode in self.episodes],
+            "loops": self.loops,
         }
 
     @classmethod
     def from_snapshot(cls, snapshot: dict[str, Any]) -> SessionState:
         """Rebuild from `to_snapshot()`; raises ValueError for an unknown version."""
         version = snapshot.get("version")
-        if version != STATE_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported session state version {version!r}")
         signature, run, failed, tool = snapshot["result"]
         chain_tool, target, full, ranges, top = snapshot["chain"]
@@ -138,4 +157,7 @@ class SessionState:
             batch_digest=batch,
             batch_run=int(batch_run),
             batch_tools=tuple(batch_tools),
+            step_pending=tuple(snapshot.get("step", ())),
+            episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
+            loops=int(snapshot.get("loops", 0)),
         )
