@@ -34,7 +34,7 @@ class ScanStats:
         return (
             f"{self.events} events, {len(self.sessions)} sessions, "
             f"{sum(self.warnings.values())} warnings ({rules or 'none'}), "
-            f"{self.duplicates} duplicate/out-of-order skipped, "
+            f"{self.duplicates} duplicate/out-of-order skipped; "
             f"{sum(self.episodes.values())} loop episodes ({outcomes or 'none'})"
         )
 
