@@ -18,6 +18,7 @@ from typing import Any
 
 from models import DetectionConfig
 from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from streams.detector import expire_episodes
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
 from streams.outputs import Outputs
@@ -53,15 +54,17 @@ class SessionAgent:
         self._verdicts_topic: str = topics.verdicts.get_topic_name()
         self._warnings_topic: str = topics.warnings.get_topic_name()
         self._dead_letters_topic: str = topics.dead_letters.get_topic_name()
+        self._episodes_topic: str = topics.episodes.get_topic_name()
         self._config = config
         self._expiry = expiry
         self._metrics = metrics
         self._max_event_bytes = max_event_bytes
         self._drop_ended = drop_ended
         self._clock = clock
-        # Verdict sends not yet acknowledged (value: a token of that send); the delivery
-        # callback removes each one.
-        self._inflight: dict[tuple[str, int], object] = {}
+        # Events whose records (verdict, warning, loop episodes) are not all acknowledged
+        # yet (value: the sends of that publication still awaited); the delivery callbacks
+        # count down and remove it.
+        self._inflight: dict[tuple[str, int], _Awaited] = {}
         # Recently acknowledged ones (bounded): a duplicate of their event needs no resend.
         self._acked: OrderedDict[tuple[str, int], None] = OrderedDict()
         # The decoded form of the table values this worker wrote last (LRU): the next event
@@ -121,6 +124,7 @@ class SessionAgent:
                     outcome.resend,
                     _rule_of(outcome.resend),
                     message.timestamp,
+                    episodes=outcome.resend_episodes,
                 )
             else:
                 self._metrics.duplicates.inc()
@@ -132,13 +136,22 @@ class SessionAgent:
         self._metrics.count_event(event.type)
         warning = outcome.verdict.warning
         rule = None if warning is None else warning.rule
-        # Verdict first, then state: the stored record lists this verdict as unconfirmed
-        # until the broker acknowledges it, so a crash in between cannot lose it.
-        await self._publish(event.session_id, event.seq, outcome.payload, rule, message.timestamp)
+        # Verdict first, then state: the stored record lists this verdict (and the loop
+        # episodes it closed) as unconfirmed until the broker acknowledges them, so a crash
+        # in between cannot lose them.
+        await self._publish(
+            event.session_id,
+            event.seq,
+            outcome.payload,
+            rule,
+            message.timestamp,
+            episodes=outcome.episode_payloads,
+        )
         if warning is not None:
             agent = self._metrics.agent_label(event.agent_id)
             self._metrics.warnings.labels(warning.rule, agent).inc()
         self._metrics.count_verdict()
+        self._count_loops(outcome)
         if outcome.record is None:
             self._delete(table_key)
             self._expiry.forget(message.partition, event.session_id)
@@ -151,12 +164,33 @@ class SessionAgent:
                 message.partition, event.session_id, event.ts, ended=outcome.record.ended
             )
         for session_id in self._expiry.due(message.partition, event.ts):
-            record = self._table.get(session_id.encode())
-            if record is None:
+            stored = self._table.get(session_id.encode())
+            if stored is None:
                 continue
-            ended = SessionRecord.decode(record).ended
+            expired = SessionRecord.decode(stored)
+            if expired.state is not None and expired.state.episodes:
+                await self._expire_loops(session_id, expired)
             self._delete(session_id.encode())
-            self._metrics.expired.labels("ended" if ended else "idle").inc()
+            self._metrics.expired.labels("ended" if expired.ended else "idle").inc()
+
+    def _count_loops(self, outcome: Processed) -> None:
+        metrics = self._metrics
+        if outcome.new_session:
+            metrics.count_session(outcome.event.agent_id)
+        for opened in outcome.opened:
+            metrics.loop_started(opened, first_in_session=outcome.first_loop)
+        for episode in outcome.episodes:
+            metrics.loop_ended(episode)
+
+    async def _expire_loops(self, session_id: str, record: SessionRecord) -> None:
+        """An idle session's open loop episodes end as `expired`. Sent before the state's
+        tombstone, and the offset commit waits for both (see docs/contract.md §8 for the
+        one crash window this leaves)."""
+        assert record.state is not None
+        key = session_id.encode()
+        for episode in expire_episodes(record.state, session_id):
+            self._metrics.loop_ended(episode)
+            await self._outputs.send(self._episodes_topic, key, episode.to_json())
 
     def _write_back(self, table_key: bytes) -> None:
         """An event read again after a restart: write its session's stored value back,
@@ -179,32 +213,49 @@ class SessionAgent:
             del self._table[table_key]
 
     async def _publish(
-        self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
+        self,
+        session_id: str,
+        seq: int,
+        payload: bytes,
+        rule: str | None,
+        produced_at: float | None,
+        *,
+        episodes: tuple[bytes, ...],
     ) -> None:
         key = session_id.encode()
         ident = (session_id, seq)
-        token = self._inflight[ident] = object()
+        awaited = self._inflight[ident] = _Awaited(1 + (rule is not None) + len(episodes))
+        delivered = partial(self._on_sent, ident, awaited)
         # A failed send never calls back: the verdict stays unconfirmed in the table, and
         # the outputs stop the worker before the offset is committed.
         await self._outputs.send(
             self._verdicts_topic,
             key,
             payload,
-            on_delivered=partial(self._on_sent, ident, token, produced_at),
+            on_delivered=partial(self._on_verdict_sent, produced_at, delivered),
         )
         if rule is not None:
-            await self._outputs.send(self._warnings_topic, key, payload)
+            await self._outputs.send(self._warnings_topic, key, payload, on_delivered=delivered)
+        for episode in episodes:
+            await self._outputs.send(self._episodes_topic, key, episode, on_delivered=delivered)
 
-    def _on_sent(
-        self, ident: tuple[str, int], token: object, produced_at: float | None, _offset: int
+    def _on_verdict_sent(
+        self, produced_at: float | None, delivered: Callable[[int], None], offset: int
     ) -> None:
-        if self._inflight.get(ident) is token:
+        delivered(offset)
+        if produced_at:
+            self._metrics.observe_latency(max(0.0, time.time() - produced_at))
+
+    def _on_sent(self, ident: tuple[str, int], awaited: _Awaited, _offset: int) -> None:
+        """One record of a publication was acknowledged; the last one confirms it."""
+        awaited.remaining -= 1
+        if awaited.remaining > 0:
+            return
+        if self._inflight.get(ident) is awaited:
             del self._inflight[ident]
         self._acked[ident] = None
         if len(self._acked) > MAX_REMEMBERED_ACKS:
             self._acked.popitem(last=False)
-        if produced_at:
-            self._metrics.observe_latency(max(0.0, time.time() - produced_at))
 
     async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
         self._metrics.dead_letters.labels(letter.kind).inc()
@@ -240,6 +291,15 @@ class SessionAgent:
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:
             self._expiry.drop_partition(partition)
+
+
+class _Awaited:
+    """The acknowledgements one publication still waits for."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
 
 
 def _rule_of(payload: bytes) -> str | None:

@@ -123,6 +123,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         verdicts=settings.verdicts_topic,
         warnings=settings.warnings_topic,
         dead_letters=settings.dlq_topic,
+        episodes=settings.episodes_topic,
         partitions=settings.partitions,
     )
     expiry = ExpiryIndex(
@@ -202,7 +203,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
-        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters)
+        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
     crashes: set[asyncio.Future[Any]] = set()
 

@@ -11,9 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from models import AgentEvent, DetectionConfig, InvalidEvent, LoopVerdict, decode_event
+from models import (
+    AgentEvent,
+    DetectionConfig,
+    InvalidEvent,
+    LoopEpisode,
+    LoopVerdict,
+    decode_event,
+)
 from streams.dead_letters import DeadLetter, DeadLetterKind
-from streams.detector import observe
+from streams.detector import OpenEpisode, observe_episodes
 from streams.session_record import SessionRecord
 
 
@@ -25,15 +32,26 @@ class Processed:
     verdict: LoopVerdict
     payload: bytes
     record: SessionRecord | None
+    episodes: tuple[LoopEpisode, ...] = ()
+    """Loop episodes this event closed; publish `episode_payloads` with the verdict."""
+    episode_payloads: tuple[bytes, ...] = ()
+    opened: tuple[OpenEpisode, ...] = ()
+    """Loop episodes this event's warning started (for metrics)."""
+    new_session: bool = False
+    """The session had no stored state before this event."""
+    first_loop: bool = False
+    """`opened` holds the session's first loop episode."""
 
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
     """`seq` not above the session's last: no state change. `resend` is the stored verdict
-    of this seq when its earlier send was never acknowledged (same verdict, sent again)."""
+    of this seq when its earlier send was never acknowledged (same verdict, sent again),
+    `resend_episodes` the loop episodes that event closed, likewise."""
 
     event: AgentEvent
     resend: bytes | None
+    resend_episodes: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,24 +108,48 @@ def process_record(
             # Resend only a verdict left unconfirmed by an earlier run of the worker: one
             # sent here is delivered (or the worker stops before committing the offset).
             sent_here = sent_by_this_worker(event.session_id, event.seq)
-            resend = None if sent_here else previous.unconfirmed_verdict(event.seq)
-            return Duplicate(event, resend)
+            if sent_here:
+                return Duplicate(event, None)
+            return Duplicate(
+                event,
+                previous.unconfirmed_verdict(event.seq),
+                previous.unconfirmed_episodes_of(event.seq),
+            )
         state = None if previous is None else previous.state
-        new_state, verdict = observe(state, event, config, evaluated_at=now)
+        observation = observe_episodes(state, event, config, evaluated_at=now)
+        new_state, verdict = observation.state, observation.verdict
     except Exception as exc:  # a detector bug must not stop the partition
         return Rejected(DeadLetter("internal", type(exc).__name__))
     if verdict is None:  # the detector saw a duplicate that the record did not
         return Duplicate(event, None)
 
     payload = verdict.to_json()
-    still_unconfirmed = () if previous is None else previous.unconfirmed
-    unconfirmed = (
-        *(item for item in still_unconfirmed if is_unconfirmed(event.session_id, item[0])),
-        (event.seq, payload),
-    )
+    episode_payloads = tuple(episode.to_json() for episode in observation.closed)
+    sid = event.session_id
+    unconfirmed: tuple[tuple[int, bytes], ...] = ((event.seq, payload),)
+    unconfirmed_episodes = tuple((event.seq, p) for p in episode_payloads)
+    if previous is not None:
+        unconfirmed = (
+            *(item for item in previous.unconfirmed if is_unconfirmed(sid, item[0])),
+            *unconfirmed,
+        )
+        unconfirmed_episodes = (
+            *(item for item in previous.unconfirmed_episodes if is_unconfirmed(sid, item[0])),
+            *unconfirmed_episodes,
+        )
     record: SessionRecord | None
     if new_state is None and drop_ended:
         record = None
     else:
-        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed)
-    return Processed(event, verdict, payload, record)
+        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed, unconfirmed_episodes)
+    return Processed(
+        event,
+        verdict,
+        payload,
+        record,
+        observation.closed,
+        episode_payloads,
+        observation.opened,
+        new_session=state is None,
+        first_loop=bool(observation.opened) and (state is None or state.loops == 0),
+    )

@@ -30,6 +30,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "LOOPWATCH_VERDICTS_TOPIC": settings.verdicts_topic,
         "LOOPWATCH_WARNINGS_TOPIC": settings.warnings_topic,
         "LOOPWATCH_DLQ_TOPIC": settings.dlq_topic,
+        "LOOPWATCH_EPISODES_TOPIC": settings.episodes_topic,
         "LOOPWATCH_PARTITIONS": str(settings.partitions),
     }
 
