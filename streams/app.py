@@ -16,6 +16,7 @@ import faust
 
 from streams.agents import SessionAgent
 from streams.expiry import ExpiryIndex
+from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
@@ -187,6 +188,14 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         await order.heal(events_topic)
 
     app.timer(interval=1.0, name="loopwatch.offset_order")(heal_stalled_partitions)
+
+    progress = PartitionProgress(metrics)
+
+    async def measure_lag() -> None:
+        positions = assigned_positions(app.consumer, events_topic, order.next_offset)
+        progress.update(positions, rebalancing=bool(app.rebalancing))
+
+    app.timer(interval=5.0, name="loopwatch.partition_lag")(measure_lag)
 
     app.on_partitions_revoked.connect(on_revoked)
 
