@@ -162,6 +162,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     )
     holder["agent"] = agent
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+    metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
 
@@ -208,6 +209,15 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     app.loopwatch_topics = topics
     app.loopwatch_table = table
     return app
+
+
+def _worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
 
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:

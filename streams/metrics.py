@@ -96,6 +96,12 @@ class Metrics:
             ["partition"],
             registry=r,
         )
+        self.worker_ready = Gauge(
+            "loopwatch_worker_ready",
+            "1 when the worker has recovered its partitions and no rebalance or recovery "
+            "is under way, else 0.",
+            registry=r,
+        )
         self.stalled_partitions = Gauge(
             "loopwatch_stalled_partitions",
             "Assigned partitions with events waiting and no progress for a while "
