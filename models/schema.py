@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.episodes import EPISODE_ADAPTER
 from models.events import EVENT_ADAPTER
 from models.verdicts import VERDICT_ADAPTER
 
@@ -19,6 +20,13 @@ def verdict_schema() -> dict[str, Any]:
     """Schema of one `loop-verdicts` / `loop-warnings` record (SPEC §5)."""
     return _with_header(
         VERDICT_ADAPTER.json_schema(mode="serialization"), "loopwatch loop verdict v1"
+    )
+
+
+def episode_schema() -> dict[str, Any]:
+    """Schema of one `loop-episodes` record (docs/contract.md §8)."""
+    return _with_header(
+        EPISODE_ADAPTER.json_schema(mode="serialization"), "loopwatch loop episode v1"
     )
 
 
