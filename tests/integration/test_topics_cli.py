@@ -49,7 +49,9 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
     )
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert second.stdout.count("exists") == 5
+    assert (
+        second.stdout.count("exists") == 6
+    )  # events, changelog, verdicts, warnings, dlq, episodes
 
 
 def test_unreachable_broker_exits_1_naming_it() -> None:
