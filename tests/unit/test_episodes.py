@@ -5,6 +5,7 @@ known answers; bounded state; snapshots (mid-session round trips, version 1 load
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import RULES, DetectionConfig, LoopEpisode
+from models import RULES, DetectionConfig, LoopEpisode, call_fingerprint, result_fingerprint
 from streams.detector import (
     SessionState,
     expire_episodes,
@@ -20,7 +21,9 @@ from streams.detector import (
 )
 from tests import reference
 from tests.unit.test_properties import (
+    CALLS,
     RAW,
+    RESULTS,
     _plain,
     _result,
     _step,
@@ -214,3 +217,25 @@ def test_a_version_1_snapshot_loads_without_episodes() -> None:
     loaded = SessionState.from_snapshot(old)
     assert loaded.episodes == () and loaded.step_pending == () and loaded.loops == 0
     assert loaded.parts == state.parts and loaded.calls == state.calls
+
+
+def test_subjects_are_the_documented_digests() -> None:
+    """docs/contract.md §8.1: 16 hex digits of SHA-256 of the rule's subject key."""
+
+    def sha(text: str, chars: int) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:chars]
+
+    config = DetectionConfig()
+    # Rule 3: reads of a.py at ranges 0, 40, 0, 0 (CALLS 0, 4, 1, 2), then a search.
+    acts = [_step(0, 4), _step(1), _step(2), _step(26), _plain("end")]
+    [episode] = check_episodes(build_session(acts), config)
+    assert episode.rule == "repeated_read_range"
+    assert episode.subject == sha(sha("read_file\0a.py", 32), 16)
+    # Rule 2: the signature key is the 32-hex-digit call and result fingerprint prefixes.
+    acts = [_step(26), _result(), _step(26), _result(), _step(26), _result(), _plain("end")]
+    result = next(
+        e for e in check_episodes(build_session(acts), config) if e.rule != "repeated_batch"
+    )
+    call = call_fingerprint(*CALLS[26])[7:39]
+    answer = result_fingerprint("search", RESULTS[1], None)[7:39]
+    assert result.subject == sha(f"{call}:{answer}", 16)
