@@ -104,19 +104,26 @@ def observe_episodes(
         warning=warning,
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
+
+    def subject_of(name: RuleName) -> str | None:
+        if match is not None and name == match.rule.name:  # the warned rule: its hit
+            return short_digest(match.hit.subject)[:_SUBJECT_CHARS]
+        return episode_subject(new, config, name)
+
     changes = track(
         new.episodes,
         event,
         warning,
         completed_step=completed,
-        subject_of=lambda name: episode_subject(new, config, name),
+        subject_of=subject_of,
         rule_order=new.rules.names,
     )
+    ended = isinstance(event, SessionEnd)
+    if changes is None:
+        return Observation(None if ended else new, verdict)
     new.episodes = changes.open
     new.loops += len(changes.opened)
-    return Observation(
-        None if isinstance(event, SessionEnd) else new, verdict, changes.opened, changes.closed
-    )
+    return Observation(None if ended else new, verdict, changes.opened, changes.closed)
 
 
 def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:

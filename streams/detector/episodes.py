@@ -10,8 +10,9 @@ records; nothing here holds content, only rule names, tool names, digests and co
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,14 +26,11 @@ from models import (
     SessionEnd,
     ToolResult,
 )
-from streams.detector.tools import short_digest
 
 MAX_PENDING_CALLS = 64
 """Distinct call ids of one tool step awaited for its completion. A step with more calls
 completes once its first 64 distinct ids are answered (a bigger parallel batch is rare
 and only makes the step count as completed a little early)."""
-
-_PENDING_DIGEST_CHARS = 16  # 64 bits: enough to tell a step's own call ids apart
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,25 +106,32 @@ class OpenEpisode:
         )
 
 
-def pending_calls(pending: tuple[str, ...], event: AgentEvent) -> tuple[tuple[str, ...], bool]:
-    """The newest tool step's unanswered call ids after `event`, and whether `event`
-    completed that step (it answered the last of them).
+def call_id_checksum(call_id: str) -> int:
+    """What the state keeps of an awaited call id: its CRC-32 (cheap; telling a step's
+    own few ids apart is all it is for, and it keeps the raw id out of the state)."""
+    return zlib.crc32(call_id.encode("utf-8"))
+
+
+def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[int, ...], bool]:
+    """The newest tool step's unanswered call ids (checksums) after `event`, and whether
+    `event` completed that step (it answered the last of them).
 
     Every assistant message replaces the set (a text step empties it: nothing to await);
     a tool result removes its call id when the step awaits it. Boundaries leave it alone.
     """
+    if isinstance(event, ToolResult):
+        if pending:
+            answered = call_id_checksum(event.call_id)
+            if answered in pending:
+                rest = tuple(item for item in pending if item != answered)
+                return rest, not rest
+        return pending, False
     if isinstance(event, AssistantMessage):
-        ids: dict[str, None] = {}
-        for call in event.tool_calls:
-            if len(ids) >= MAX_PENDING_CALLS:
-                break
-            ids[short_digest(call.id)[:_PENDING_DIGEST_CHARS]] = None
-        return tuple(ids), False
-    if isinstance(event, ToolResult) and pending:
-        answered = short_digest(event.call_id)[:_PENDING_DIGEST_CHARS]
-        if answered in pending:
-            rest = tuple(item for item in pending if item != answered)
-            return rest, not rest
+        calls = event.tool_calls
+        if len(calls) == 1:
+            return (call_id_checksum(calls[0].id),), False
+        ids = dict.fromkeys(call_id_checksum(call.id) for call in calls)
+        return tuple(ids)[:MAX_PENDING_CALLS], False
     return pending, False
 
 
@@ -142,9 +147,6 @@ class EpisodeChanges:
     a new subject displaced, and at `session_end` that new one)."""
 
 
-NO_CHANGES = EpisodeChanges((), (), ())
-
-
 def track(
     open_episodes: tuple[OpenEpisode, ...],
     event: AgentEvent,
@@ -153,7 +155,7 @@ def track(
     completed_step: bool,
     subject_of: Callable[[RuleName], str | None],
     rule_order: tuple[RuleName, ...],
-) -> EpisodeChanges:
+) -> EpisodeChanges | None:
     """Apply one processed event to the open episodes (contract §8).
 
     1. The event's warning (rule R, subject S): the open episode of R with subject S
@@ -163,9 +165,14 @@ def track(
        for its subject now (`subject_of(rule)` is None or another subject) is closed
        `broken`.
     3. At `session_end` every open episode is closed `session_ended`.
+
+    None when nothing changed (most events: no warning, and no open episode or nothing
+    that could end one).
     """
-    if warning is None and not completed_step and not open_episodes:
-        return NO_CHANGES  # the common case: nothing to do
+    if warning is None and (
+        not open_episodes or (not completed_step and not isinstance(event, SessionEnd))
+    ):
+        return None
     by_rule = {episode.rule: episode for episode in open_episodes}
     closed: list[LoopEpisode] = []
     opened: list[OpenEpisode] = []
@@ -177,13 +184,17 @@ def track(
             raise ValueError(f"rule {warning.rule} warned without a subject")
         current = by_rule.get(warning.rule)
         if current is not None and current.subject == subject:
-            by_rule[warning.rule] = replace(
-                current,
-                agent_id=agent if agent is not None else current.agent_id,
-                last_seq=seq,
-                last_at=ts,
-                peak_count=max(current.peak_count, warning.count),
-                warnings=current.warnings + 1,
+            by_rule[warning.rule] = OpenEpisode(
+                current.rule,
+                subject,
+                current.tool_names,
+                agent if agent is not None else current.agent_id,
+                current.first_seq,
+                current.started_at,
+                seq,
+                ts,
+                max(current.peak_count, warning.count),
+                current.warnings + 1,
             )
         else:
             if current is not None:

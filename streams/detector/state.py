@@ -45,8 +45,8 @@ class SessionState:
     """The rules this state is kept for (a session keeps the set it started with)."""
 
     # Loop episodes (streams.detector.episodes): bounded by one open episode per rule.
-    step_pending: tuple[str, ...] = ()
-    """Digests of the newest tool step's call ids still awaiting a result."""
+    step_pending: tuple[int, ...] = ()
+    """Checksums of the newest tool step's call ids still awaiting a result."""
     episodes: tuple[OpenEpisode, ...] = ()
     """Open loop episodes, at most one per rule, in rule order."""
     loops: int = 0
@@ -107,7 +107,7 @@ class SessionState:
             calls=dict(snapshot["calls"]),
             parts=parts,
             rules=rules,
-            step_pending=tuple(snapshot.get("step", ())),
+            step_pending=tuple(int(item) for item in snapshot.get("step", ())),
             episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
             loops=int(snapshot.get("loops", 0)),
         )
