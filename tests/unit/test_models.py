@@ -189,3 +189,7 @@ def test_json_schemas_describe_the_contract() -> None:
         "started_at", "ended_at", "peak_count", "warnings", "outcome", "duration_seconds",
     }  # fmt: skip
     assert episodes["properties"]["outcome"]["enum"] == ["broken", "session_ended", "expired"]
+    # stable, distinct ids that name the record and its version (docs/contract.md §1)
+    assert events["$id"].endswith("/agent-event/v1.json")
+    assert verdicts["$id"].endswith("/loop-verdict/v1.json")
+    assert episodes["$id"].endswith("/loop-episode/v1.json")
