@@ -43,6 +43,8 @@ class Tool:
     arguments: dict[str, Any] = field(default_factory=dict)
     result: Any = "ok"
     error: str | None = None
+    recorded_arguments: Any = None
+    """The `gen_ai.tool.call.arguments` attribute as is (default: JSON of `arguments`)."""
 
 
 Turn = Sequence[Tool]
@@ -114,7 +116,9 @@ class InstrumentedAgent:
             "gen_ai.tool.call.id": f"call_{self._calls}",
             "gen_ai.tool.type": "function",
         }
-        if self.record_content:
+        if tool.recorded_arguments is not None:
+            attributes["gen_ai.tool.call.arguments"] = tool.recorded_arguments
+        elif self.record_content:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(tool.arguments)
         span = self._tracer.start_span(
             f"execute_tool {tool.name}",

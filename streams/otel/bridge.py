@@ -98,8 +98,14 @@ class OtelBridge:
         except SpanDecodeError as exc:
             await self._dead_letter(message, DeadLetter("not_otlp", str(exc)))
             return
-        for span in spans:
-            record = to_record(span, received_ms, self._settings.unrecorded)
+        try:
+            mapped = [to_record(span, received_ms, self._settings.unrecorded) for span in spans]
+        except (ValueError, UnicodeError, RecursionError) as exc:
+            # e.g. a structured argument holding NaN, or a lone surrogate in JSON text
+            reason = f"a GenAI span cannot be fingerprinted (SPEC §3): {type(exc).__name__}"
+            await self._dead_letter(message, DeadLetter("schema", reason))
+            return
+        for record in mapped:
             if record is None:
                 self.counters.spans_ignored += 1
                 continue

@@ -162,10 +162,15 @@ def _json_or_text(value: Any) -> Any:
     """Instrumentations record arguments and results as JSON text (or structured values)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return json.loads(value, parse_constant=_not_json)
         except ValueError:
             return value
     return value
+
+
+def _not_json(constant: str) -> Any:
+    # Python's json.dumps writes NaN and Infinity; JSON (and SPEC §3) has no such values
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _text(value: Any) -> str | None:

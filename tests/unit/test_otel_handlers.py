@@ -8,10 +8,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models import decode_event
+from models.fingerprints import call_fingerprint
 from streams.dead_letters import HEADER_ERROR
 from streams.otel.bridge import OtelBridge, tick_value
+from streams.otel.mapping import to_record
 from streams.otel.settings import OtelSettings
-from tests.otel_spans import LOOPING, InstrumentedAgent, export_records, raw_session, rules
+from streams.otel.spans import decode_spans
+from tests.otel_spans import (
+    LOOPING,
+    InstrumentedAgent,
+    Tool,
+    encode_request,
+    export_records,
+    raw_session,
+    rules,
+)
 
 NOW_MS = 1_796_000_000_000
 WINDOW_MS = 1000
@@ -153,3 +164,21 @@ async def test_bad_records_are_dead_letters() -> None:
     kinds = [dict(h)[HEADER_ERROR] for _, _, _, h in b.outputs.on(b.settings.base.dlq_topic)]
     assert kinds == [b"not_otlp", b"internal"]
     assert b.table == {}
+
+
+async def test_a_span_that_cannot_be_fingerprinted_sends_its_record_to_the_dead_letters() -> None:
+    agent = InstrumentedAgent(record_content=False)
+    agent.run("conv-1", [[Tool("bash", recorded_arguments=[float("nan")])]])
+    b = bridge()
+    await b.export(encode_request(agent.spans()), NOW_MS)
+    [(_, _, _, headers)] = b.outputs.on(b.settings.base.dlq_topic)
+    assert dict(headers)[HEADER_ERROR] == b"schema"
+    assert b.outputs.on(b.settings.internal_topic) == []  # nothing of the record goes on
+
+
+def test_json_text_with_nan_counts_as_text() -> None:
+    agent = InstrumentedAgent(record_content=False)
+    agent.run("conv-1", [[Tool("bash", recorded_arguments='{"x": NaN}')]])
+    spans = decode_spans(encode_request(agent.spans()), "otlp_proto")
+    record = next(r for s in spans if (r := to_record(s, 0)) and r.kind == "tool")
+    assert record.call_fingerprint == call_fingerprint("bash", '{"x": NaN}')

@@ -10,6 +10,7 @@ import pytest
 
 from models import AssistantMessage, ToolResult
 from models.fingerprints import call_fingerprint, result_fingerprint
+from streams.cli import main
 from streams.otel.mapping import SpanRecord, to_record
 from streams.otel.ordering import BridgeSession, admit, release
 from streams.otel.settings import OtelSettings
@@ -198,3 +199,11 @@ def test_settings_defaults() -> None:
     settings = OtelSettings.from_env({})
     assert (settings.spans_topic, settings.encoding) == ("otlp_spans", "otlp_proto")
     assert settings.internal_topic == "loopwatch-otel-bridge-spans"
+
+
+def test_the_command_stops_on_a_bad_setting_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LOOPWATCH_OTEL_REORDER_WINDOW_MS", "soon")
+    assert main(["otel-bridge"]) == 2
+    assert "LOOPWATCH_OTEL_REORDER_WINDOW_MS" in capsys.readouterr().err
