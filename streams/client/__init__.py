@@ -10,6 +10,7 @@ from streams.client.ledger import PlacedWarning
 from streams.client.placement import MARKER, place_anthropic, place_openai
 from streams.client.session import Session, VerdictWait
 from streams.client.stats import ClientStats
+from streams.client.timeline import VerdictTimeline
 
 __all__ = [
     "MARKER",
@@ -18,6 +19,7 @@ __all__ = [
     "LoopwatchClient",
     "PlacedWarning",
     "Session",
+    "VerdictTimeline",
     "VerdictWait",
     "place_anthropic",
     "place_openai",
