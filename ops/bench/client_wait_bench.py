@@ -7,9 +7,10 @@
 One `loopwatch worker` child (topics and app id of its own, 12 partitions) and one
 `LoopwatchClient`, used only as a runtime uses it: `open_session`, publish, `verdicts()`.
 Each simulated agent runs sessions of `--steps` steps that end and are replaced by a new
-session, as in a real fleet: a user message, then per step the wait for the verdicts
-(the model call would follow), an assistant message with one tool call and its result;
-a last wait, then `session_end`. Tool calls repeat now and then, so warnings happen.
+session, as in a real fleet: a user message, then per step the wait for the verdicts of
+the newest event (a model call follows; paced agents spend their interval there), an
+assistant message with one tool call and its result; a last wait, then `session_end`.
+Tool calls repeat now and then, so warnings happen.
 
 * paced: `--sessions` agents stepping at a fixed interval, for `--rate` events/s in all;
   they start spread over one interval, so sessions open and close continuously.
@@ -78,15 +79,16 @@ async def agent(
             load.events += 1
             path = rng.choice(FILES)
             for step in range(steps + 1):
-                if load.interval is not None:
-                    await asyncio.sleep(max(0.0, next_tick - time.monotonic()))  # pacing
-                    next_tick += load.interval
+                # the wait right after the newest event, as before a model call
                 counted = time.monotonic() >= load.counting_since
                 wait = await session.verdicts()
                 if counted:
                     load.waits.append(wait)
                 if step == steps or time.monotonic() >= stop:
                     break
+                if load.interval is not None:  # the model call and the tool run: pacing
+                    await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+                    next_tick += load.interval
                 if rng.random() < 0.3:  # now and then the agent moves on to another file
                     path = rng.choice(FILES)
                 call_id = f"call-{step}"
