@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=run)
 
 
-def _config(args: argparse.Namespace) -> DetectionConfig:
+def detection_config(args: argparse.Namespace) -> DetectionConfig:
+    """The thresholds of `--threshold` / `--mutating-failure-threshold` (ConfigError if bad)."""
     values: dict[str, object] = {}
     for key in ("threshold", "mutating_failure_threshold"):
         raw: str = getattr(args, key)
@@ -51,7 +52,7 @@ def _config(args: argparse.Namespace) -> DetectionConfig:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = _config(args)
+        config = detection_config(args)
     except ConfigError as exc:
         print(f"loopwatch scan: invalid config: {exc}", file=sys.stderr)
         return 2
