@@ -126,8 +126,6 @@ class BatchedOutputs:
         self._unacked: set[asyncio.Future[Any]] = set()
         self._failure: BaseException | None = None
         self._partition_of: dict[tuple[str, bytes], int] = {}
-        # changelog records not yet taken by a drain, by (topic, partition, key)
-        self._changelog_waiting: dict[tuple[str, int, bytes], _Record] = {}
 
     @property
     def waiting(self) -> int:
@@ -148,16 +146,7 @@ class BatchedOutputs:
             await self._drain()
 
     def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
-        # The changelog is compacted and read for its last value per key: a newer value
-        # of a key still waiting replaces it in place (one record instead of one per
-        # event of that session in this batch; fewer bytes encoded and sent).
-        waiting = self._changelog_waiting.get((topic, partition, key))
-        if waiting is not None:
-            waiting.value = value
-            return
-        record = _Record(key, value, None, None)
-        self._changelog_waiting[topic, partition, key] = record
-        self._add(topic, partition, record)
+        self._add(topic, partition, _Record(key, value, None, None))
 
     async def flush(self) -> None:
         await self._drain()
@@ -209,7 +198,6 @@ class BatchedOutputs:
                     self._timer.cancel()
                     self._timer = None
                 waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
-                self._changelog_waiting = {}
                 try:
                     await self._submit_all(waiting)
                 except Exception as exc:  # producer closed, timed out waiting for a slot
