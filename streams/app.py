@@ -1,9 +1,9 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
 environment) is what `faust -A streams.app` loads.
 
-Thin on purpose: topics, the `sessions` table, one agent with concurrency 1 and the
-`/metrics` page. All detection happens in `streams.detector`, all per-record logic in
-`streams.processing`.
+Thin on purpose: topics, the `sessions` table, one faust agent with concurrency 1 and
+the `/metrics` page. All detection happens in `streams.detector`, all per-record logic
+in `streams.processing` (carried out by `streams.record_handler`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from typing import Any
 
 import faust
 
-from streams.agents import SessionAgent
 from streams.expiry import ExpiryIndex
+from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from streams.processing import PipelineOptions
+from streams.record_handler import RecordHandler
+from streams.session_store import TableSessionStore
 from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
@@ -123,17 +126,18 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         verdicts=settings.verdicts_topic,
         warnings=settings.warnings_topic,
         dead_letters=settings.dlq_topic,
+        episodes=settings.episodes_topic,
         partitions=settings.partitions,
     )
     expiry = ExpiryIndex(
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
         ended_retention=timedelta(seconds=settings.ended_retention_seconds),
     )
-    # The agent is built before the table so the table can call back into it on recovery.
-    holder: dict[str, SessionAgent] = {}
+    # The handler is built after the table, which calls back into it on recovery.
+    holder: dict[str, RecordHandler] = {}
 
     async def on_changelog_event(event: Any) -> None:
-        await holder["agent"].on_changelog_event(event)
+        await holder["handler"].on_changelog_event(event)
 
     table = app.Table(
         TABLE_NAME,
@@ -148,18 +152,21 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         table.outputs = None  # faust's transaction manager writes the changelog
     else:
         table.outputs = outputs
-    agent = SessionAgent(
-        table=table,
+    handler = RecordHandler(
+        store=TableSessionStore(table),
         topics=topics,
         outputs=outputs,
-        config=settings.detection,
+        options=PipelineOptions(
+            detection=settings.detection,
+            max_event_bytes=settings.max_event_bytes,
+            drop_ended=settings.ended_retention_seconds == 0,
+        ),
         expiry=expiry,
         metrics=metrics,
-        max_event_bytes=settings.max_event_bytes,
-        drop_ended=settings.ended_retention_seconds == 0,
     )
-    holder["agent"] = agent
+    holder["handler"] = handler
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+    metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
 
@@ -169,7 +176,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
             if order.check(message.tp, message.offset):
                 order.busy = True
                 try:
-                    await agent.process(event)
+                    await handler.process(event)
                 finally:
                     order.busy = False
                 order.processed(message.tp, message.offset)
@@ -179,13 +186,21 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     events_topic = settings.events_topic
 
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        agent.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+        handler.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
         order.forget(set(revoked))
 
     async def heal_stalled_partitions() -> None:
         await order.heal(events_topic)
 
     app.timer(interval=1.0, name="loopwatch.offset_order")(heal_stalled_partitions)
+
+    progress = PartitionProgress(metrics)
+
+    async def measure_lag() -> None:
+        positions = assigned_positions(app.consumer, events_topic, order.next_offset)
+        progress.update(positions, rebalancing=bool(app.rebalancing))
+
+    app.timer(interval=5.0, name="loopwatch.partition_lag")(measure_lag)
 
     app.on_partitions_revoked.connect(on_revoked)
 
@@ -200,9 +215,18 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     return app
 
 
+def _worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
+
+
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
-        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters)
+        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
     crashes: set[asyncio.Future[Any]] = set()
 
