@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import pydantic_core
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -169,17 +170,27 @@ def decode_event(data: bytes | str) -> AgentEvent:
     """Decode one JSON event (UTF-8 bytes or str); raises `InvalidEvent` when it does not
     fit docs/contract.md §2."""
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-    except UnicodeDecodeError as exc:
-        raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
-    try:
-        raw = _JSON.decode(text)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidEvent("not_json", _first_line(exc)) from None
+        # pydantic-core's parser: about twice `json`'s speed on these records. It refuses
+        # NaN/Infinity here, and lone surrogate escapes, which `json` takes; whatever it
+        # refuses goes through `json`, so the outcome and its error are `json`'s.
+        raw = pydantic_core.from_json(data, allow_inf_nan=False, cache_strings="keys")
+    except ValueError:
+        raw = _parse_with_json(data)
     try:
         return EVENT_ADAPTER.validate_python(raw)
     except ValidationError as exc:
         raise InvalidEvent("schema", _schema_reason(exc)) from None
+
+
+def _parse_with_json(data: bytes | str) -> Any:
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return _JSON.decode(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidEvent("not_json", _first_line(exc)) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -7,9 +7,17 @@ faust agent over 30,000 events): consuming alone 12,000-13,000 events/s; with on
 `Topic.send` and one table write per event 3,600; with the same two records through
 `BatchedOutputs` 9,800.
 
-`BatchedOutputs` collects records per partition for up to `LINGER_SECONDS` (or until
-`BATCH_RECORDS` are waiting; records added while a drain is under way go with it) and
-hands each partition's records to aiokafka as one closed batch (`send_batch`).
+`BatchedOutputs` collects records per partition and hands each partition's records to
+aiokafka as one closed batch (`send_batch`). When they go (the adaptive linger):
+
+* nothing in flight: at the end of the current event-loop turn (the records of one event
+  go together), so a lone verdict waits for no timer;
+* batches outstanding: when the last of them is acknowledged, or after `LINGER_SECONDS`
+  at most, so under load a batch grows for one broker round trip by itself;
+* `BATCH_RECORDS` waiting: at once; records added while a drain is under way go with it.
+
+A fixed linger was wrong at one end or the other: 10 ms was most of a verdict's wait at
+low load, and 0 made the worker fall behind at ~900 events/s (a request per record).
 
 * Order: one drain at a time, each partition's batches submitted in the order their
   records were added, and aiokafka keeps one batch per partition in flight, so records
@@ -37,10 +45,8 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 LINGER_SECONDS = 0.010
-"""How long a record may wait for others before its batch is sent (latency cost; the
-worker's `LOOPWATCH_OUTPUT_LINGER_MS`). Measured (ops/bench/worker_bench.py, 60,000
-events): 3 ms 4,451-4,480 events/s sustained, p99 19 ms at 1,000 events/s; 10 ms
-4,980-5,175 and p99 23 ms; 20 ms 5,213 and p99 33 ms."""
+"""The longest a record waits for outstanding batches before its own is sent (the
+worker's `LOOPWATCH_OUTPUT_LINGER_MS`); with nothing in flight records go at once."""
 BATCH_RECORDS = 2000
 """Records waiting that trigger a send at once, without the linger."""
 MAX_WAITING_RECORDS = 20000
@@ -100,13 +106,17 @@ class BatchedOutputs:
         linger: float = LINGER_SECONDS,
         batch_records: int = BATCH_RECORDS,
         max_waiting: int = MAX_WAITING_RECORDS,
+        send_when_idle: bool = True,
     ) -> None:
+        """`send_when_idle` False: always linger (a fixed linger, as before the adaptive
+        one; tests use it to control when drains happen)."""
         self._producer = producer
         self._on_failure = on_failure
         self._on_delivered_batch = on_delivered_batch
         self._linger = linger
         self._batch_records = batch_records
         self._max_waiting = max_waiting
+        self._send_when_idle = send_when_idle
         # (topic, partition or None for "by key") -> records in the order added
         self._waiting: dict[tuple[str, int | None], list[_Record]] = {}
         self._waiting_count = 0
@@ -155,7 +165,11 @@ class BatchedOutputs:
         if self._waiting_count >= self._batch_records:
             self._start_drain()
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._linger, self._start_drain)
+            loop = asyncio.get_running_loop()
+            if self._send_when_idle and not self._unacked:
+                self._timer = loop.call_soon(self._start_drain)
+            else:  # the acknowledgement of the last outstanding batch starts the drain
+                self._timer = loop.call_later(self._linger, self._start_drain)
 
     def _start_drain(self) -> None:
         if self._timer is not None:
@@ -247,6 +261,13 @@ class BatchedOutputs:
         self, future: asyncio.Future[Any], topic: str, partition: int, records: list[_Record]
     ) -> None:
         self._unacked.discard(future)
+        if (
+            self._send_when_idle
+            and not self._unacked
+            and self._waiting
+            and not self._drain_lock.locked()
+        ):
+            self._start_drain()  # nothing outstanding any more: what waited goes now
         if future.cancelled():
             self._failed(asyncio.CancelledError(f"batch for {topic}[{partition}] cancelled"))
             return

@@ -13,6 +13,12 @@ Two ways for each input:
 * `in-process`: `streams.cli.main(["scan", FILE])` with stdout sent to /dev/null
   (imports already done: the steady-state figure).
 Target (issue 2): scan >= 50,000 events/s on one core. Median of several repetitions.
+
+Then, on each real trajectory file: `scan` in-process against the naive re-scan (each line
+decoded with the same `decode_event`, then `tests/reference.py` replays the session's
+whole history at every event; it writes no output, which favours it), run alternately
+so both see the same load; min/median/max and the ratio of the medians. Target (issue
+14): scan >= 4x the naive re-scan on tau-airline.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +41,9 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 import synth  # noqa: E402
 from core_bench import machine, median_time  # noqa: E402
 
+from models import DetectionConfig, decode_event  # noqa: E402
 from streams.cli import main as cli_main  # noqa: E402
+from tests.reference import ReplaySession  # noqa: E402
 
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
 
@@ -69,6 +78,45 @@ def scan_in_process(path: Path) -> None:
         raise SystemExit(f"scan {path} returned {code}")
 
 
+def naive_rescan(path: Path) -> int:
+    """The history replay over a file: decode, then re-scan the session at each event."""
+    config = DetectionConfig()
+    sessions: dict[str, ReplaySession] = {}
+    warnings = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            event = decode_event(line)
+            replay = sessions.get(event.session_id)
+            if replay is None:
+                replay = sessions[event.session_id] = ReplaySession(config)
+            _, warning = replay.feed(event)
+            warnings += warning is not None
+            if event.type == "session_end":
+                del sessions[event.session_id]
+    return warnings
+
+
+def against_naive(path: Path, reps: int) -> None:
+    """`scan` in-process and the naive re-scan, alternately; figures and their ratio."""
+    lines = count_lines(path)
+    times: dict[str, list[float]] = {"scan": [], "naive re-scan": []}
+    for _ in range(reps):
+        for name, run in (("naive re-scan", naive_rescan), ("scan", scan_in_process)):
+            start = time.perf_counter()
+            run(path)
+            times[name].append(time.perf_counter() - start)
+    for name, seconds in times.items():
+        rates = sorted(lines / s for s in seconds)
+        print(
+            f"{name:14} {path.name:30} {lines:7,} events  events/s min {rates[0]:8,.0f} "
+            f"median {statistics.median(rates):8,.0f} max {rates[-1]:8,.0f}"
+        )
+    ratio = statistics.median(times["naive re-scan"]) / statistics.median(times["scan"])
+    print(f"scan / naive re-scan on {path.name}: {ratio:.2f}x (medians)")
+
+
 def count_lines(path: Path) -> int:
     with path.open("rb") as handle:
         return sum(1 for line in handle if line.strip())
@@ -80,10 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--only-naive", action="store_true", help="only scan against the naive re-scan"
+    )
     args = parser.parse_args(argv)
     print(f"scan_bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  {machine()}")
     print(f"median of {args.reps} repetitions; events/s = input lines / wall time\n")
 
+    if TRAJECTORIES.is_dir():
+        for path in sorted(TRAJECTORIES.glob("*.jsonl")):
+            against_naive(path, args.reps)
+        print()
+    if args.only_naive:
+        return 0
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
         inputs: list[Path] = []
         if TRAJECTORIES.is_dir():

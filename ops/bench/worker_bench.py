@@ -3,8 +3,13 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/worker_bench.py \
         [--events 50000] [--sessions 200] [--rate 1000] [--seconds 20] [--profile]
 
-* sustained: `--events` synthetic events (ops/bench/synth.py) are produced first; then
-  one worker starts and the figure is verdicts / (last verdict - first verdict).
+* sustained: `--events` synthetic events (ops/bench/synth.py) are produced first; then,
+  in one run and each with a consumer group of its own, a bare faust agent
+  (ops/bench/bare_agent.py: reads the records, nothing else), one worker, and two worker
+  processes of one app. Figures: events / (last - first) (verdict produce times for the
+  workers), and over the middle 80% of the events (leaves out start-up and the rebalance
+  while the second worker joins); the worker as a share of the bare agent, and two
+  workers as a multiple of one (`--workers 1` skips that run).
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
@@ -157,30 +162,102 @@ def records(events: int, sessions: int, seed: int) -> list[tuple[bytes, bytes]]:
     return out
 
 
+def span_rates(stamps: list[float]) -> tuple[float, float]:
+    """events/s from the first to the last stamp, and over the middle 80% (the 10th to
+    the 90th percentile: leaves out start-up and a rebalance while a second worker joins).
+    """
+    stamps = sorted(stamps)
+    whole = len(stamps) / max(1e-9, stamps[-1] - stamps[0])
+    low, high = len(stamps) // 10, len(stamps) * 9 // 10
+    middle = (high - low) / max(1e-9, stamps[high] - stamps[low])
+    return whole, middle
+
+
+async def run_bare_agent(bootstrap: str, topic: str, count: int, workdir: Path) -> dict[str, float]:
+    """The bare faust agent (ops/bench/bare_agent.py) over `topic`; its time marks."""
+    result = workdir / f"bare-{uuid.uuid4().hex[:6]}.json"
+    app_id = f"bench-bare-{uuid.uuid4().hex[:8]}"
+    script = Path(__file__).resolve().parent / "bare_agent.py"
+    with (workdir / "bare.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), bootstrap, topic, app_id, str(count), str(result)],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 600
+            while not result.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the bare agent stopped early; see {workdir}/bare.log")
+                await asyncio.sleep(0.2)  # polling a child's result file, not a test
+        finally:
+            stop_worker(proc)
+    marks: dict[str, float] = json.loads(result.read_text())
+    return marks
+
+
+async def run_workers(
+    args: argparse.Namespace, env: dict[str, str], workers: int, workdir: Path, count: int
+) -> list[float]:
+    """`workers` worker processes of one app over the backlog; their verdicts' times."""
+    profile = workdir / "worker.prof" if args.profile and workers == 1 else None
+    procs = []
+    for n in range(workers):
+        own = dict(env)
+        own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
+        own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
+        procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile))
+    try:
+        got = await collect(
+            args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions, count, deadline=600
+        )
+    finally:
+        for proc in procs:
+            stop_worker(proc)
+    if profile is not None:
+        print("profile (top 25 by cumulative time, worker process):")
+        pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(str(profile)).sort_stats("tottime").print_stats(25)
+    return [record.timestamp / 1000 for _, record in got]  # verdict produce times
+
+
 async def sustained(args: argparse.Namespace, workdir: Path) -> None:
+    """The backlog, read by a bare faust agent, one worker, then two workers (each with
+    a group of its own), in this order, in one run."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     env = worker_env(args.bootstrap, prefix, args.partitions)
     await create_topics(Settings.from_env(env))
     data = records(args.events, args.sessions, seed=7)
     await produce_all(args.bootstrap, f"{prefix}-events", data)
-    profile = workdir / "worker.prof" if args.profile else None
-    proc = start_worker(env, workdir / "sustained.log", profile)
-    try:
-        got = await collect(
-            args.bootstrap, f"{prefix}-verdicts", args.partitions, len(data), deadline=600
-        )
-    finally:
-        stop_worker(proc)
-    stamps = sorted(record.timestamp for _, record in got)  # verdict produce times (ms)
-    span = (stamps[-1] - stamps[0]) / 1000
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"sustained: {len(data)} events backlog, {args.partitions} partitions, load {load}")
+
+    marks = await run_bare_agent(args.bootstrap, f"{prefix}-events", len(data), workdir)
+    bare_whole = len(data) / max(1e-9, marks["last"] - marks["first"])
+    bare_middle = (len(data) * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
+    print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
+
+    one = await run_workers(args, env, 1, workdir, len(data))
+    one_whole, one_middle = span_rates(one)
     print(
-        f"sustained: {len(got)} verdicts for {len(data)} events in {span:.2f} s "
-        f"= {len(got) / span:,.0f} events/s (backlog, {args.partitions} partitions)"
+        f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
+        f"{one_whole / bare_whole:.0%} of the bare agent ({one_middle / bare_middle:.0%})"
     )
-    if profile is not None:
-        print("profile (top 25 by cumulative time, worker process):")
-        pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
-        pstats.Stats(str(profile)).sort_stats("tottime").print_stats(25)
+    if args.workers < 2:
+        return
+    # Two workers of another app (group, changelog, verdicts) over the same events topic.
+    second = f"bench-{uuid.uuid4().hex[:8]}"
+    env_two = worker_env(args.bootstrap, second, args.partitions)
+    env_two["LOOPWATCH_EVENTS_TOPIC"] = f"{prefix}-events"
+    await create_topics(Settings.from_env(env_two))
+    two = await run_workers(args, env_two, 2, workdir, len(data))
+    two_whole, two_middle = span_rates(two)
+    print(
+        f"  two workers:       {two_whole:8,.0f} events/s  (middle 80%: {two_middle:,.0f})  "
+        f"{two_whole / one_whole:.2f}x one worker ({two_middle / one_middle:.2f}x)"
+    )
+    print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def _reader_process(
@@ -326,6 +403,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--workers", type=int, default=2, help="1: skip the two-worker run")
     parser.add_argument("--only", choices=("sustained", "latency"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:

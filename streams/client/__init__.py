@@ -28,6 +28,7 @@ from streams.client.placement import (
 )
 from streams.client.session import Session, VerdictWait
 from streams.client.stats import ClientStats
+from streams.client.timeline import VerdictTimeline
 from streams.client.tracker import HistoryTracker
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "LoopwatchClient",
     "PlacedWarning",
     "Session",
+    "VerdictTimeline",
     "VerdictWait",
     "as_agent_events",
     "history_events",

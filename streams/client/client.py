@@ -24,7 +24,7 @@ from aiokafka.errors import KafkaError
 
 from streams.client.encoding import EventEncoder
 from streams.client.history import Format, ToolError
-from streams.client.reader import VerdictReader
+from streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
 from streams.client.session import Session
 from streams.client.stats import ClientStats
 from streams.client.tracker import HistoryTracker
@@ -77,6 +77,7 @@ class LoopwatchClient:
             enable_auto_commit=False,
             auto_offset_reset="latest",
             isolation_level="read_committed",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
         self._reader: VerdictReader | None = None
         self._sessions: dict[str, Session] = {}
@@ -110,12 +111,13 @@ class LoopwatchClient:
         try:
             await self._consumer.start()
             partitions = await self._producer.partitions_for(self.verdicts_topic)
+            reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions))
+            await reader.start()
         except BaseException:
             await self._producer.stop()
             await self._consumer.stop()
             raise
-        self._reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions))
-        self._reader.start()
+        self._reader = reader
 
     async def stop(self) -> None:
         for session in list(self._sessions.values()):
@@ -134,7 +136,8 @@ class LoopwatchClient:
     async def open_session(
         self, session_id: str, *, agent_id: str | None = None, first_seq: int = 0
     ) -> Session:
-        """Start reading the session's verdicts, then hand it out for publishing.
+        """Start delivering the session's verdicts, then hand it out for publishing (no
+        broker round trip: the reader already holds every verdict partition).
 
         `first_seq`: where a resumed session continues (above its last published seq).
         """
@@ -154,7 +157,7 @@ class LoopwatchClient:
             first_seq=first_seq,
             log_timeouts=self.log_timeouts,
         )
-        await self.reader.watch(session_id, session.on_verdict)
+        self.reader.watch(session_id, session.on_verdict)
         self._sessions[session_id] = session
         return session
 
@@ -197,16 +200,17 @@ class LoopwatchClient:
         if self._reader is not None:
             self._reader.unwatch(session.session_id)
 
-    async def _publish(self, session_id: str, record: bytes) -> None:
+    async def _publish(self, session_id: str, record: bytes) -> asyncio.Future[Any] | None:
         try:
-            delivery = await self._producer.send(
+            delivery: asyncio.Future[Any] = await self._producer.send(
                 self.events_topic, record, key=session_id.encode("utf-8")
             )
         except KafkaError as exc:
             self._publish_failed(session_id, exc)
-            return
+            return None
         self.stats.published += 1
         delivery.add_done_callback(lambda fut: self._delivered(session_id, fut))
+        return delivery
 
     def _delivered(self, session_id: str, fut: Any) -> None:
         if not fut.cancelled() and fut.exception() is not None:

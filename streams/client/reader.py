@@ -1,11 +1,16 @@
-"""Reads `loop-verdicts` for this process's sessions only.
+"""Reads `loop-verdicts` and hands each verdict of a watched session to that session.
 
 A manually assigned consumer (no group: nothing to rebalance, no offsets to commit)
-holds just the partitions that the live sessions' keys map to, found with the same
-partitioner the producers use (murmur2 of the key bytes, as in the Java client). A
-partition is read from its end offset as of the moment its first session started, so
-the history before that is never fetched, and no verdict of a session started since can
-be missed (the end offset is taken before the session publishes anything).
+holds every partition of the topic from the client's start, positioned at the end
+offsets taken then, and never changes that assignment. So opening or closing a session
+costs no broker round trip, and the long-poll fetch in flight is never abandoned
+(re-`assign`ing per session did both: verdicts whose delivery overlapped a reassignment
+waited for the next fetch, p99 ~212 ms against ~22 ms for the rest). No verdict of a
+session opened later can be missed: the positions were taken before it published.
+
+The price: the client receives the verdicts of the whole fleet. Records of sessions this
+process does not watch are skipped by key before decoding (about 1 µs each); the traffic
+is ~0.5 KB per verdict of the fleet per runtime process.
 """
 
 from __future__ import annotations
@@ -25,9 +30,13 @@ from models import VERDICT_ADAPTER, LoopVerdict
 
 log = logging.getLogger(__name__)
 
-OnVerdict = Callable[[LoopVerdict], None]
+OnVerdict = Callable[[LoopVerdict, float | None], None]
+"""Called with a verdict and its record's timestamp (seconds since the epoch)."""
 
 _ERROR_BACKOFF_SECONDS = 0.5  # before fetching again after a broker error
+FETCH_MAX_WAIT_MS = 50
+"""The broker's long-poll wait. The fetch returns as soon as a verdict is there, so this
+only bounds how stale an idle fetch gets (aiokafka's default is 500 ms)."""
 
 
 def partition_for(session_id: str, partitions: int) -> int:
@@ -45,15 +54,19 @@ class VerdictReader:
         self._topic = topic
         self._partitions = partitions
         self._handlers: dict[bytes, OnVerdict] = {}
-        self._sessions_on: dict[int, int] = {}  # partition -> live sessions mapped to it
-        self._positions: dict[int, int] = {}  # partition -> next offset to read
-        self._assigned = asyncio.Event()
-        self._lock = asyncio.Lock()
+        self._assigned: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self.bad_records = 0
         """Records on the verdicts topic that did not decode (skipped)."""
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Hold every partition from its end offset now, then read in the background."""
+        tps = [TopicPartition(self._topic, p) for p in range(self._partitions)]
+        self._consumer.assign(tps)
+        ends = await self._consumer.end_offsets(tps)
+        for tp in tps:
+            self._consumer.seek(tp, ends[tp])
+        self._assigned = {tp.partition for tp in tps}
         self._task = asyncio.create_task(self._run(), name="loopwatch-verdict-reader")
 
     async def stop(self) -> None:
@@ -65,63 +78,33 @@ class VerdictReader:
 
     @property
     def assigned_partitions(self) -> set[int]:
-        return set(self._positions)
+        return set(self._assigned)
 
-    async def watch(self, session_id: str, on_verdict: OnVerdict) -> None:
+    @property
+    def watched_sessions(self) -> int:
+        return len(self._handlers)
+
+    def watch(self, session_id: str, on_verdict: OnVerdict) -> None:
         """Deliver the session's verdicts from now on; call before its first event."""
         key = session_id.encode("utf-8")
         if key in self._handlers:
             raise ValueError(f"session {session_id!r} is already open in this client")
-        partition = partition_for(session_id, self._partitions)
-        async with self._lock:
-            if partition not in self._positions:
-                tp = TopicPartition(self._topic, partition)
-                ends = await self._consumer.end_offsets([tp])
-                self._positions[partition] = ends[tp]
-                self._reassign()
-            self._sessions_on[partition] = self._sessions_on.get(partition, 0) + 1
-            self._handlers[key] = on_verdict
+        self._handlers[key] = on_verdict
 
     def unwatch(self, session_id: str) -> None:
-        """Stop delivering; the partition is released when no live session maps to it."""
-        key = session_id.encode("utf-8")
-        if self._handlers.pop(key, None) is None:
-            return
-        partition = partition_for(session_id, self._partitions)
-        self._sessions_on[partition] -= 1
-        if self._sessions_on[partition] == 0:
-            del self._sessions_on[partition]
-            del self._positions[partition]
-            self._reassign()
-
-    def _reassign(self) -> None:
-        # `assign` replaces the whole assignment and forgets positions: seek every
-        # partition back to where this reader is (synchronously, so no fetch sees a gap).
-        tps = [TopicPartition(self._topic, p) for p in sorted(self._positions)]
-        self._consumer.assign(tps)
-        for tp in tps:
-            self._consumer.seek(tp, self._positions[tp.partition])
-        if tps:
-            self._assigned.set()
-        else:
-            self._assigned.clear()
+        """Stop delivering the session's verdicts."""
+        self._handlers.pop(session_id.encode("utf-8"), None)
 
     async def _run(self) -> None:
         while True:
-            await self._assigned.wait()
             try:
                 batches = await self._consumer.getmany(timeout_ms=500, max_records=1000)
             except KafkaError as exc:
                 log.warning("verdict reader: %s; retrying", type(exc).__name__)
                 await asyncio.sleep(_ERROR_BACKOFF_SECONDS)
                 continue
-            for tp, records in batches.items():
-                if tp.partition not in self._positions:
-                    continue  # released while this batch was in flight
+            for records in batches.values():
                 for record in records:
-                    if record.offset < self._positions[tp.partition]:
-                        continue  # fetched before a re-seek; already seen or not wanted
-                    self._positions[tp.partition] = record.offset + 1
                     self._deliver(record)
 
     def _deliver(self, record: Any) -> None:
@@ -134,4 +117,5 @@ class VerdictReader:
             self.bad_records += 1
             log.warning("verdict reader: undecodable verdict at offset %d", record.offset)
             return
-        handler(verdict)
+        produced = record.timestamp / 1000 if record.timestamp is not None else None
+        handler(verdict, produced)

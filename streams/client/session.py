@@ -14,10 +14,12 @@ from models import LoopVerdict
 from streams.client.encoding import Call, EventEncoder
 from streams.client.ledger import Ledger, PlacedWarning
 from streams.client.stats import ClientStats
+from streams.client.timeline import Arrival, PendingEvent, VerdictTimeline
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[str, bytes], Awaitable[None]]
+Publish = Callable[[str, bytes], Awaitable["asyncio.Future[Any] | None"]]
+"""Hands a record to the producer; returns its delivery future (None: not published)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ class VerdictWait:
     """How long the wait took."""
     warnings: tuple[PlacedWarning, ...]
     """Every warning of the session received so far, anchored to history messages."""
+    timeline: VerdictTimeline | None = None
+    """Where the time went for the event waited for (None when its verdict had not
+    arrived, or arrived before this wait began with its timing already handed out)."""
 
 
 class Session:
@@ -66,6 +71,8 @@ class Session:
         self._next_seq = first_seq
         self._ledger = Ledger()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._pending: dict[int, PendingEvent] = {}  # seq -> publish times, until answered
+        self._arrival: Arrival | None = None
         self.closed = False
 
     async def __aenter__(self) -> Session:
@@ -136,7 +143,10 @@ class Session:
         return seq
 
     async def _send(self, seq: int, record: bytes) -> int:
-        await self._publish(self.session_id, record)
+        pending = self._pending[seq] = PendingEvent()
+        delivery = await self._publish(self.session_id, record)
+        if delivery is not None:
+            delivery.add_done_callback(lambda _: pending.acked())
         return seq
 
     # -- verdicts ------------------------------------------------------------------------
@@ -146,10 +156,18 @@ class Session:
         """The seq of the newest published event."""
         return self._ledger.last_seq
 
-    def on_verdict(self, verdict: LoopVerdict) -> None:
-        """Called by the reader for each verdict of this session."""
+    def on_verdict(self, verdict: LoopVerdict, produced_at: float | None = None) -> None:
+        """Called by the reader for each verdict of this session (`produced_at`: the
+        verdict record's timestamp, seconds since the epoch)."""
+        received_at = time.time()
         if not self._ledger.received(verdict):
             return
+        pending = self._pending.pop(verdict.seq, None)
+        for seq in [seq for seq in self._pending if seq < verdict.seq]:
+            del self._pending[seq]  # answered by this verdict's arrival order
+        self._arrival = Arrival(
+            verdict.seq, pending, verdict.evaluated_at.timestamp(), produced_at, received_at
+        )
         if verdict.warning is not None:
             self._stats.warnings[verdict.warning.rule] += 1
         still_waiting = []
@@ -182,6 +200,10 @@ class Session:
                 self._waiters = [(s, w) for s, w in self._waiters if w is not waiter]
             complete = self._ledger.has_verdict(target)
         waited = time.monotonic() - started
+        timeline = None
+        arrival = self._arrival
+        if complete and arrival is not None and arrival.seq == target:
+            timeline = arrival.timeline(time.time())
         self._stats.record_wait(waited, complete)
         if not complete and self._log_timeouts:
             log.warning(
@@ -190,7 +212,7 @@ class Session:
                 target,
                 timeout,
             )
-        return VerdictWait(target, complete, waited, tuple(self._ledger.warnings()))
+        return VerdictWait(target, complete, waited, tuple(self._ledger.warnings()), timeline)
 
     def warnings_by_message(self) -> dict[int, list[str]]:
         """Received warnings keyed by history message index, for `placement`."""

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from streams.client import LoopwatchClient, place_anthropic, place_openai
-from streams.client.reader import partition_for
 from streams.demo.builtin import BUILTIN
 from streams.demo.conversation import Conversation, Format, warnings_in
 from streams.demo.loopers import LoopOutcome, failing_edit, paging_reader, status_batch
@@ -96,11 +95,15 @@ async def test_the_verdict_wait_returns_as_soon_as_the_verdict_arrives(
         wait = await session.verdicts(timeout=120.0)
         # far below the timeout: it returned on the verdict, not on the deadline
         assert wait.complete and wait.through_seq == seq and wait.waited_seconds < 60.0
-        # only the session's own partition is read
-        own = partition_for("prompt-waiter", e2e_settings.partitions)
-        assert client.reader.assigned_partitions == {own}
+        # every verdict partition is held from the start; sessions only register
+        assert client.reader.assigned_partitions == set(range(e2e_settings.partitions))
+        assert client.reader.watched_sessions == 1
+        timeline = wait.timeline
+        assert timeline is not None
+        assert timeline.published_at <= timeline.received_at <= timeline.returned_at
         await session.end()
-        assert client.reader.assigned_partitions == set()
+        assert client.reader.assigned_partitions == set(range(e2e_settings.partitions))
+        assert client.reader.watched_sessions == 0
 
 
 async def test_the_verdict_wait_fails_open_within_its_timeout_without_a_worker(

@@ -64,11 +64,13 @@ def calls() -> Calls:
 
 
 def outputs_for(producer: AIOKafkaProducer, calls: Calls, **options: Any) -> BatchedOutputs:
+    """Outputs with a fixed linger unless `send_when_idle=True` is passed: most tests
+    control when drains happen through the linger and the count."""
     return BatchedOutputs(
         lambda: producer,
         on_failure=calls.on_failure,
         on_delivered_batch=calls.on_delivered_batch,
-        **options,
+        **{"send_when_idle": False, **options},
     )
 
 
@@ -226,6 +228,8 @@ class Pace:
         pytest.param(Pace({"linger": 0.001}, 7), id="linger"),
         # count-triggered drains only (the linger never fires)
         pytest.param(Pace({"linger": LONG_LINGER, "batch_records": 64}, 5), id="batch-records"),
+        # the adaptive linger: drains started by idleness and by acknowledgements only
+        pytest.param(Pace({"linger": LONG_LINGER, "send_when_idle": True}, 7), id="adaptive"),
     ],
 )
 async def test_many_records_arrive_once_each_in_order(
@@ -299,6 +303,27 @@ async def test_lingering_records_are_sent_without_flush(
         await outputs.send(topic, b"k%d" % i, b"v", on_delivered=on_delivered)
     assert outputs.waiting == 5
 
+    await all_delivered(futures)
+    assert outputs.waiting == 0
+    assert calls.failures == []
+
+
+async def test_adaptive_records_go_when_idle_and_on_acknowledgement_without_linger(
+    topic: str, producer: AIOKafkaProducer, calls: Calls
+) -> None:
+    outputs = outputs_for(producer, calls, linger=LONG_LINGER, send_when_idle=True)
+    first, on_first = delivered_future()
+    await outputs.send(topic, b"k0", b"alone", on_delivered=on_first)
+    assert outputs.waiting == 1  # goes at the end of this event-loop turn
+    await all_delivered([first])  # nothing was in flight; the linger is an hour, no flush
+    # Sent as a burst with a yield after each: the first drain takes one, the others
+    # wait for its acknowledgement (or go when nothing is in flight any more).
+    futures = [first]
+    for i in range(1, 20):
+        future, on_delivered = delivered_future()
+        futures.append(future)
+        await outputs.send(topic, b"k%d" % i, b"v", on_delivered=on_delivered)
+        await asyncio.sleep(0)  # a yield to the loop, as between two events
     await all_delivered(futures)
     assert outputs.waiting == 0
     assert calls.failures == []

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from models import (
+    EVENT_ADAPTER,
     ConfigError,
     DetectionConfig,
     InvalidEvent,
@@ -193,3 +194,38 @@ def test_json_schemas_describe_the_contract() -> None:
     assert events["$id"].endswith("/agent-event/v1.json")
     assert verdicts["$id"].endswith("/loop-verdict/v1.json")
     assert episodes["$id"].endswith("/loop-episode/v1.json")
+
+
+_PARSER_EDGES = [
+    {"big": 123456789012345678901234567890, "float": 0.1, "tiny": 1.5e-320, "neg": -0.0},
+    {"one": 1, "one_point_o": 1.0, "exp": 1e2, "overflow": "1e400", "nested": [[[{"a": None}]]]},
+    {"dup": "first", "unicode": "naïve ✓ 漢字", "control": "\u0000\t", "empty": {}},
+]
+
+
+@pytest.mark.parametrize("result", _PARSER_EDGES)
+def test_the_fast_parser_decodes_exactly_as_json_does(result: object) -> None:
+    record = _event(type="tool_result", call_id="c", tool_name="t", result=result)
+    record = record.replace('"dup": "first"', '"dup": "first", "dup": "last"')
+    record = record.replace('"overflow": "1e400"', '"overflow": 1e400')
+    expected = EVENT_ADAPTER.validate_python(json.loads(record))
+    decoded = decode_event(record.encode())
+    assert decoded == expected
+    assert repr(decoded.result) == repr(expected.result)  # -0.0, 1.0 vs 1, inf
+
+
+def test_records_the_fast_parser_refuses_get_the_outcome_json_gives() -> None:
+    surrogate = _event(text="\ud800")  # an escaped lone surrogate: json takes it
+    assert "\\ud800" in surrogate
+    assert decode_event(surrogate.encode()) == EVENT_ADAPTER.validate_python(json.loads(surrogate))
+    with pytest.raises(InvalidEvent) as caught:
+        decode_event(b'{"type": "user_message", "x": Infinity}')
+    assert caught.value.kind == "not_json"
+
+
+def test_the_fixture_events_decode_as_with_json() -> None:
+    lines = [line for line in (FIXTURES / "events-v1.jsonl").read_bytes().splitlines()]
+    lines = [line for line in lines if line.strip()]
+    assert lines
+    for line in lines:
+        assert decode_event(line) == EVENT_ADAPTER.validate_python(json.loads(line))

@@ -1,0 +1,203 @@
+"""The wait an agent runtime pays before each model call, through the public client API.
+
+    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/client_wait_bench.py \
+        [--only paced|closed] [--seconds 15] [--rate 1000] [--sessions 500] \
+        [--closed-sessions 32] [--steps 10] [--linger-ms N]
+
+One `loopwatch worker` child (topics and app id of its own, 12 partitions) and one
+`LoopwatchClient`, used only as a runtime uses it: `open_session`, publish, `verdicts()`.
+Each simulated agent runs sessions of `--steps` steps that end and are replaced by a new
+session, as in a real fleet: a user message, then per step the wait for the verdicts of
+the newest event (a model call follows; paced agents spend their interval there), an
+assistant message with one tool call and its result; a last wait, then `session_end`.
+Tool calls repeat now and then, so warnings happen.
+
+* paced: `--sessions` agents stepping at a fixed interval, for `--rate` events/s in all;
+  they start spread over one interval, so sessions open and close continuously.
+* closed: `--closed-sessions` agents, each stepping again as soon as its wait returns.
+
+Waits during the first `--warmup` seconds are not counted. Printed per load: the wait
+(`verdicts()` call to return) p50/p90/p99/max, timeouts, events/s, and where the time
+went for each answered wait (`VerdictWait.timeline`): publish ack, publish to evaluation,
+linger (evaluation to the verdict's batch), to receipt (batch to this client's reader), to
+return (reader to the caller), and publish to return. Benchmarks print; tests never time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
+
+from core_bench import machine  # noqa: E402
+from worker_bench import worker_env  # noqa: E402
+
+from streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
+from streams.demo.worker_process import start_worker  # noqa: E402
+from streams.kafka_admin import create_topics  # noqa: E402
+from streams.settings import Settings  # noqa: E402
+
+VERDICT_TIMEOUT = 5.0
+SEGMENTS = ("publish_ack", "to_evaluation", "linger", "to_receipt", "to_return", "total")
+FILES = [f"src/app/module_{n}.py" for n in range(8)]
+BODY = "\n".join(f"    line {n}: value = compute(value, {n})" for n in range(12))
+
+
+@dataclass
+class Load:
+    name: str
+    agents: int
+    interval: float | None
+    """Seconds between two model calls of one agent (None: closed loop)."""
+    waits: list[VerdictWait] = field(default_factory=list)
+    events: int = 0
+    counting_since: float = 0.0
+
+
+async def agent(
+    client: LoopwatchClient, load: Load, index: int, *, steps: int, start: float, stop: float
+) -> None:
+    rng = random.Random(index)
+    next_tick = start + (0 if load.interval is None else load.interval * index / load.agents)
+    generation = 0
+    while time.monotonic() < stop:
+        sid = f"{load.name}-{index}-{generation}-{uuid.uuid4().hex[:6]}"
+        generation += 1
+        async with await client.open_session(sid) as session:
+            await session.user("please fix the failing test", message_index=0)
+            load.events += 1
+            path = rng.choice(FILES)
+            for step in range(steps + 1):
+                # the wait right after the newest event, as before a model call
+                counted = time.monotonic() >= load.counting_since
+                wait = await session.verdicts()
+                if counted:
+                    load.waits.append(wait)
+                if step == steps or time.monotonic() >= stop:
+                    break
+                if load.interval is not None:  # the model call and the tool run: pacing
+                    await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+                    next_tick += load.interval
+                if rng.random() < 0.3:  # now and then the agent moves on to another file
+                    path = rng.choice(FILES)
+                call_id = f"call-{step}"
+                offset = rng.choice((0, 0, 40))
+                arguments = {"path": path, "offset": offset, "limit": 40}
+                await session.assistant(
+                    None, [Call(call_id, "read_file", arguments)], message_index=2 * step + 1
+                )
+                await session.tool_result(
+                    call_id, "read_file", {"content": BODY, "offset": offset}, None
+                )
+                load.events += 2
+        load.events += 1  # session_end
+
+
+def quantiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return "n/a"
+    ordered = sorted(values)
+    q = statistics.quantiles(ordered, n=100)
+    return (
+        f"p50 {q[49] * 1000:6.1f}  p90 {q[89] * 1000:6.1f}  p99 {q[98] * 1000:6.1f}  "
+        f"max {ordered[-1] * 1000:6.1f} ms"
+    )
+
+
+def report(load: Load, seconds: float) -> None:
+    waits = load.waits
+    timeouts = sum(not wait.complete for wait in waits)
+    print(
+        f"{load.name}: {load.agents} agents, {len(waits)} waits, {timeouts} timeouts, "
+        f"{load.events / seconds:,.0f} events/s over {seconds:.0f} s (warm-up included)"
+    )
+    print(f"  wait (verdicts() call to return)   {quantiles([w.waited_seconds for w in waits])}")
+    timelines = [w.timeline for w in waits if getattr(w, "timeline", None) is not None]
+    if not timelines:
+        print("  segments: this client reports no timeline")
+        return
+    for name in SEGMENTS:
+        values = [v for t in timelines if (v := t.segments()[name]) is not None]
+        print(f"  {name:14} {len(values):6} waits      {quantiles(values)}")
+
+
+async def run_load(
+    client: LoopwatchClient, load: Load, args: argparse.Namespace
+) -> tuple[Load, float]:
+    start = time.monotonic()
+    load.counting_since = start + args.warmup
+    stop = load.counting_since + args.seconds
+    await asyncio.gather(
+        *(
+            agent(client, load, i, steps=args.steps, start=start, stop=stop)
+            for i in range(load.agents)
+        )
+    )
+    return load, time.monotonic() - start
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    prefix = f"bench-wait-{uuid.uuid4().hex[:8]}"
+    env = worker_env(args.bootstrap, prefix, args.partitions)
+    if args.linger_ms is not None:
+        env["LOOPWATCH_OUTPUT_LINGER_MS"] = str(args.linger_ms)
+    settings = Settings.from_env(env)
+    await create_topics(settings)
+    with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
+        worker = await start_worker(settings, Path(tmp) / "worker.log", 120.0)
+        try:
+            print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            loads = []
+            # 2 events per step, plus the user message and session_end of each session
+            per_step = 2 + 2 / args.steps
+            if args.only in (None, "paced"):
+                interval = args.sessions * per_step / args.rate
+                loads.append(Load("paced", args.sessions, interval))
+            if args.only in (None, "closed"):
+                loads.append(Load("closed", args.closed_sessions, None))
+            for load in loads:
+                async with LoopwatchClient.from_settings(
+                    settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
+                ) as client:
+                    done, seconds = await run_load(client, load, args)
+                report(done, seconds)
+            print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        finally:
+            code = await asyncio.to_thread(worker.stop)
+            if code != 0:
+                print(f"the worker exited with {code}; log: {worker.log_path}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    )
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--only", choices=("paced", "closed"))
+    parser.add_argument("--seconds", type=float, default=15.0, help="measured, per load")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--rate", type=float, default=1000.0, help="paced events/s")
+    parser.add_argument("--sessions", type=int, default=500, help="paced agents")
+    parser.add_argument("--closed-sessions", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10, help="tool steps per session")
+    parser.add_argument("--linger-ms", type=int, help="the worker's LOOPWATCH_OUTPUT_LINGER_MS")
+    args = parser.parse_args()
+    print(f"client_wait_bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  {machine()}")
+    asyncio.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
