@@ -113,13 +113,31 @@ def test_broken_after_the_first_warning_and_time_to_break() -> None:
 
 
 def test_without_episodes_an_unwarned_event_between_warnings_ends_the_loop() -> None:
-    board = FleetBoard()
+    board = FleetBoard(episodes_expected=False)
     board.add_warning(warned("s1", 4))
     board.add_warning(warned("s1", 5))
     board.add_warning(warned("s1", 9))  # seq 6-8 had no warning: a second loop
     assert board.snapshot()["totals"]["loops"] == 2
     board.add_warning(warned("s1", 9))  # redelivered
     assert board.snapshot()["totals"]["loops"] == 2
+
+
+def test_with_episodes_a_loop_counts_once_whichever_topic_is_read_first() -> None:
+    board = FleetBoard()
+    board.add_episode(episode("s1", 4, 7, warnings=2))  # read before its warnings
+    board.add_warning(warned("s1", 4))
+    board.add_warning(warned("s1", 5))
+    assert board.snapshot()["totals"]["loops"] == 1
+    assert board.snapshot()["totals"]["open"] == 0
+    # a later loop of the same session and rule, its warnings read before the first's end
+    board.add_warning(warned("s2", 4))
+    board.add_warning(warned("s2", 9))  # no inference: the episodes will say
+    board.add_episode(episode("s2", 4, 6))
+    assert board.snapshot()["totals"]["loops"] == 3
+    assert board.snapshot()["totals"]["open"] == 1  # the second loop of s2 goes on
+    board.add_episode(episode("s2", 9, 12))
+    assert board.snapshot()["totals"]["loops"] == 3
+    assert board.snapshot()["totals"]["open"] == 0
 
 
 def test_loops_per_minute_by_rule_in_event_time() -> None:
