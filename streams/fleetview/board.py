@@ -31,7 +31,9 @@ LABELS_CAP = 500
 SEEN_EPISODES_CAP = 20_000
 """Episode ids remembered to drop redelivered records (at-least-once)."""
 MINUTES = 30
-"""Minutes of the loops-per-minute chart."""
+"""Minutes of the loops-per-minute chart, at most (kept for the chart, no more)."""
+MIN_MINUTES = 10
+"""Minutes shown at least: a young board shows its few minutes, not a mostly empty half hour."""
 RECENT = 20
 """Recent episodes listed."""
 QUIET_AFTER = timedelta(minutes=2)
@@ -258,7 +260,10 @@ class FleetBoard:
         if self.latest is None:
             return {"minutes": [], "series": {rule: [] for rule in RULES}}
         end = minute_of(self.latest)
-        minutes = [end - timedelta(minutes=i) for i in range(MINUTES - 1, -1, -1)]
+        first = min(self._per_minute, default=end)
+        span = int((end - first).total_seconds() // 60) + 1
+        shown = min(max(span, MIN_MINUTES), MINUTES)
+        minutes = [end - timedelta(minutes=i) for i in range(shown - 1, -1, -1)]
         return {
             "minutes": [m.strftime("%H:%M") for m in minutes],
             "series": {

@@ -147,7 +147,7 @@ def test_loops_per_minute_by_rule_in_event_time() -> None:
     board.add_warning(warned("s3", 1, at=T0 + timedelta(minutes=2)))
     series = board.snapshot()["per_minute"]
     assert series["minutes"][-1] == "10:02"
-    assert len(series["minutes"]) == board_module.MINUTES
+    assert len(series["minutes"]) == board_module.MIN_MINUTES  # a young board
     assert series["series"]["repeated_result"][-3:] == [1, 0, 1]
     assert series["series"]["repeated_batch"][-3:] == [1, 0, 0]
 
@@ -160,6 +160,7 @@ def test_quiet_loops_leave_open_now_and_state_stays_bounded() -> None:
     for n in range(board_module.MINUTES + 5):
         board.add_warning(warned(f"m{n}", 1, at=T0 + timedelta(minutes=n)))
     assert len(board._per_minute) <= board_module.MINUTES
+    assert len(board.snapshot()["per_minute"]["minutes"]) == board_module.MINUTES
 
 
 def test_counted_names_are_capped() -> None:
