@@ -2,10 +2,12 @@
 
 A loop is counted when its first warning arrives (key: session and rule, as the core keeps
 at most one open episode per rule of a session) and is closed by its `loop-episodes`
-record. Until the first episode record arrives (a worker
-that does not publish episodes yet), a loop is taken as broken when its session is warned
-again after an event without a warning (a gap in the warned `seq`s), and a loop warned by
-no event for `QUIET_AFTER` of event time no longer counts as open.
+record. A warning at or before the `last_seq` of its session's
+and rule's closed episode belongs to that episode (the two topics are read in no set order).
+Where no episodes topic exists (a worker that does not publish episodes yet), a loop is
+taken as broken when its session is warned again after an event without a warning (a gap
+in the warned `seq`s). A loop warned by no event for `QUIET_AFTER` of event time no longer
+counts as open.
 
 Time is event time (the warnings' `event_ts`, the episodes' `ended_at`), never the clock,
 so the board is deterministic. Everything it keeps is bounded (caps below).
@@ -29,7 +31,9 @@ LABELS_CAP = 500
 SEEN_EPISODES_CAP = 20_000
 """Episode ids remembered to drop redelivered records (at-least-once)."""
 MINUTES = 30
-"""Minutes of the loops-per-minute chart."""
+"""Minutes of the loops-per-minute chart, at most (kept for the chart, no more)."""
+MIN_MINUTES = 10
+"""Minutes shown at least: a young board shows its few minutes, not a mostly empty half hour."""
 RECENT = 20
 """Recent episodes listed."""
 QUIET_AFTER = timedelta(minutes=2)
@@ -88,7 +92,9 @@ def time_to_break_bucket(seconds: float) -> int:
 class FleetBoard:
     """Tallies of the fleet's loops; `snapshot()` is what the page draws."""
 
-    def __init__(self) -> None:
+    def __init__(self, episodes_expected: bool = True) -> None:
+        self.episodes_expected = episodes_expected
+        """False while there is no episodes topic: loop ends are then inferred."""
         self.warnings = 0
         self.loops = 0
         self.episodes = 0
@@ -100,6 +106,7 @@ class FleetBoard:
         self._open: OrderedDict[LoopKey, OpenLoop] = OrderedDict()
         self._last_warned_seq: OrderedDict[str, int] = OrderedDict()
         self._seen_episodes: OrderedDict[tuple[str, str, int], None] = OrderedDict()
+        self._closed_through: OrderedDict[LoopKey, int] = OrderedDict()
         self._by_rule: Counter[str] = Counter()
         self._agents = BoundedCounter()
         self._tools = BoundedCounter()
@@ -121,13 +128,15 @@ class FleetBoard:
         self._see(verdict.event_ts)
         sid = verdict.session_id
         last = self._last_warned_seq.get(sid)
-        if self.episodes == 0 and last is not None and verdict.seq > last + 1:
-            self._close_session(sid)  # interim: an unwarned event came between
+        if not self.episodes_expected and last is not None and verdict.seq > last + 1:
+            self._close_session(sid)  # no episodes: an unwarned event came between
         self._last_warned_seq[sid] = max(verdict.seq, last or 0)
         self._last_warned_seq.move_to_end(sid)
         if len(self._last_warned_seq) > SESSIONS_CAP:
             self._last_warned_seq.popitem(last=False)
         key: LoopKey = (sid, warning.rule)
+        if verdict.seq <= self._closed_through.get(key, -1):
+            return  # a warning of an episode already closed (read after its record)
         loop = self._open.get(key)
         if loop is not None:
             if verdict.seq > loop.last_seq:  # a redelivered warning changes nothing
@@ -162,7 +171,14 @@ class FleetBoard:
         self.version += 1
         self._see(episode.ended_at)
         key: LoopKey = (episode.session_id, episode.rule)
-        if self._open.pop(key, None) is None:  # began before the page started reading
+        self._closed_through[key] = max(episode.last_seq, self._closed_through.get(key, -1))
+        self._closed_through.move_to_end(key)
+        if len(self._closed_through) > SEEN_EPISODES_CAP:
+            self._closed_through.popitem(last=False)
+        loop = self._open.get(key)
+        if loop is not None and loop.last_seq <= episode.last_seq:
+            del self._open[key]
+        else:  # its warnings came before the page started reading, or come later
             self._count_start(
                 episode.rule, episode.agent_id, episode.tool_names, episode.started_at
             )
@@ -244,7 +260,10 @@ class FleetBoard:
         if self.latest is None:
             return {"minutes": [], "series": {rule: [] for rule in RULES}}
         end = minute_of(self.latest)
-        minutes = [end - timedelta(minutes=i) for i in range(MINUTES - 1, -1, -1)]
+        first = min(self._per_minute, default=end)
+        span = int((end - first).total_seconds() // 60) + 1
+        shown = min(max(span, MIN_MINUTES), MINUTES)
+        minutes = [end - timedelta(minutes=i) for i in range(shown - 1, -1, -1)]
         return {
             "minutes": [m.strftime("%H:%M") for m in minutes],
             "series": {

@@ -70,6 +70,7 @@ class BoardFeed:
             )
         self._partitions = counts
         self.episodes_found = self.topics.episodes in counts
+        self.board.episodes_expected = self.episodes_found
         consumer = AIOKafkaConsumer(
             **self.settings.aiokafka_kwargs(),
             group_id=None,
@@ -114,7 +115,7 @@ class BoardFeed:
                 if found:
                     self._partitions.update(found)
                     log.info("topic %s appeared: reading loop episodes", self.topics.episodes)
-                    self.episodes_found = True
+                    self.episodes_found = self.board.episodes_expected = True
                     await self._assign()
                     self.on_change()
 

@@ -113,13 +113,31 @@ def test_broken_after_the_first_warning_and_time_to_break() -> None:
 
 
 def test_without_episodes_an_unwarned_event_between_warnings_ends_the_loop() -> None:
-    board = FleetBoard()
+    board = FleetBoard(episodes_expected=False)
     board.add_warning(warned("s1", 4))
     board.add_warning(warned("s1", 5))
     board.add_warning(warned("s1", 9))  # seq 6-8 had no warning: a second loop
     assert board.snapshot()["totals"]["loops"] == 2
     board.add_warning(warned("s1", 9))  # redelivered
     assert board.snapshot()["totals"]["loops"] == 2
+
+
+def test_with_episodes_a_loop_counts_once_whichever_topic_is_read_first() -> None:
+    board = FleetBoard()
+    board.add_episode(episode("s1", 4, 7, warnings=2))  # read before its warnings
+    board.add_warning(warned("s1", 4))
+    board.add_warning(warned("s1", 5))
+    assert board.snapshot()["totals"]["loops"] == 1
+    assert board.snapshot()["totals"]["open"] == 0
+    # a later loop of the same session and rule, its warnings read before the first's end
+    board.add_warning(warned("s2", 4))
+    board.add_warning(warned("s2", 9))  # no inference: the episodes will say
+    board.add_episode(episode("s2", 4, 6))
+    assert board.snapshot()["totals"]["loops"] == 3
+    assert board.snapshot()["totals"]["open"] == 1  # the second loop of s2 goes on
+    board.add_episode(episode("s2", 9, 12))
+    assert board.snapshot()["totals"]["loops"] == 3
+    assert board.snapshot()["totals"]["open"] == 0
 
 
 def test_loops_per_minute_by_rule_in_event_time() -> None:
@@ -129,7 +147,7 @@ def test_loops_per_minute_by_rule_in_event_time() -> None:
     board.add_warning(warned("s3", 1, at=T0 + timedelta(minutes=2)))
     series = board.snapshot()["per_minute"]
     assert series["minutes"][-1] == "10:02"
-    assert len(series["minutes"]) == board_module.MINUTES
+    assert len(series["minutes"]) == board_module.MIN_MINUTES  # a young board
     assert series["series"]["repeated_result"][-3:] == [1, 0, 1]
     assert series["series"]["repeated_batch"][-3:] == [1, 0, 0]
 
@@ -142,6 +160,7 @@ def test_quiet_loops_leave_open_now_and_state_stays_bounded() -> None:
     for n in range(board_module.MINUTES + 5):
         board.add_warning(warned(f"m{n}", 1, at=T0 + timedelta(minutes=n)))
     assert len(board._per_minute) <= board_module.MINUTES
+    assert len(board.snapshot()["per_minute"]["minutes"]) == board_module.MINUTES
 
 
 def test_counted_names_are_capped() -> None:
