@@ -99,6 +99,13 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         # No standby replicas: a partition that moves recovers from its changelog.
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
+        # Fail-over in seconds (docs/operations.md): a dead worker is noticed after the
+        # session timeout (faust's default is 60 s), and with a worker id (static
+        # membership) a restarted worker takes its partitions back without a rebalance.
+        consumer_group_instance_id=settings.worker_id,
+        broker_session_timeout=settings.session_timeout_ms / 1000,
+        broker_heartbeat_interval=settings.heartbeat_interval_ms / 1000,
+        broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
         processing_guarantee=settings.processing_guarantee,
         producer_acks=-1,
         # 5 ms linger for what faust itself produces (everything under exactly_once; the
