@@ -15,6 +15,7 @@ from typing import Any
 import faust
 
 from streams.agents import SessionAgent
+from streams.broker_outage import BrokerOutage, OutageCollector
 from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
@@ -106,6 +107,11 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         broker_session_timeout=settings.session_timeout_ms / 1000,
         broker_heartbeat_interval=settings.heartbeat_interval_ms / 1000,
         broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
+        # faust's assignor asserts that the assignment a static member gets back names its
+        # own URL (web host and port by default): a worker restarted on another port
+        # crashed there, so with a worker id the URL is the id (faust's table routing,
+        # its only other use, is not used here).
+        **_canonical_url(settings),
         processing_guarantee=settings.processing_guarantee,
         producer_acks=-1,
         # 5 ms linger for what faust itself produces (everything under exactly_once; the
@@ -200,11 +206,26 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         return web.bytes(metrics.exposition(), content_type=CONTENT_TYPE)
 
     app.page("/metrics")(metrics_page)
+
+    # Broker outages: one log line at the start, a summary every 30 s, one at the end
+    # (the worker command puts the log filter on aiokafka's loggers).
+    outage = BrokerOutage()
+    metrics.registry.register(OutageCollector(outage))
+
+    async def log_outage() -> None:
+        outage.tick()
+
+    app.timer(interval=1.0, name="loopwatch.broker_outage")(log_outage)
+    app.loopwatch_outage = outage
     app.loopwatch_outputs = outputs
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
     return app
+
+
+def _canonical_url(settings: Settings) -> dict[str, Any]:
+    return {"canonical_url": f"http://{settings.worker_id}"} if settings.worker_id else {}
 
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:

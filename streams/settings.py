@@ -20,6 +20,7 @@ from models import DetectionConfig
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
+LogFormat = Literal["text", "json"]
 
 DAY_SECONDS = 24 * 3600
 MIB = 1024 * 1024
@@ -86,6 +87,8 @@ class Settings(BaseModel):
         20_000, ge=MIN_SESSION_TIMEOUT_MS, le=MAX_SESSION_TIMEOUT_MS
     )
     """How long a rebalance waits for the live workers to rejoin."""
+    log_format: LogFormat = "text"
+    """`json`: one JSON object per log line (streams.log_format)."""
     web_host: str = "127.0.0.1"
     web_port: StrictInt = Field(6066, ge=1, le=65535)
     security_protocol: SecurityProtocol = "PLAINTEXT"
@@ -314,6 +317,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
         "LOOPWATCH_REBALANCE_TIMEOUT_MS",
         _milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
     ),
+    "log_format": ("LOOPWATCH_LOG_FORMAT", _choice("text", "json")),
     "web_host": ("LOOPWATCH_WEB_HOST", _text),
     "web_port": ("LOOPWATCH_WEB_PORT", _port),
     "security_protocol": (

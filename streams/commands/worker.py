@@ -61,16 +61,28 @@ def run(args: argparse.Namespace) -> int:
 def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
     import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
 
+    from streams import broker_outage  # noqa: PLC0415
     from streams.app import create_app  # noqa: PLC0415
+    from streams.log_format import use_json  # noqa: PLC0415
+
+    app = create_app(settings)
 
     class ServiceWorker(faust.Worker):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if not self.stdout.isatty():  # no spinner escape codes in a log file
+                self.spinner = None
+
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
             # every record, which builds a debug record per sent message; a service needs
             # no spinner, so keep the level that was asked for.
             logger.setLevel(level)
+            if settings.log_format == "json":
+                use_json(logger)
+            broker_outage.install(app.loopwatch_outage)
 
-    worker = ServiceWorker(create_app(settings), loglevel=loglevel, loop=loop)
+    worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:
