@@ -26,6 +26,16 @@ from streams.settings import Settings
 from tests.builders import SessionBuilder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_MARGIN_SECONDS = 30.0
+"""Interpreter start-up, imports, topic check and recovery on a loaded 2-core machine."""
+
+
+def failover_deadline(settings: Settings) -> float:
+    """How long to wait for the verdicts of a worker that replaces a killed one: the group
+    drops the dead member within the session timeout, the rebalance that follows takes at
+    most the rebalance timeout, plus the new worker's start-up."""
+    timeouts_ms = settings.session_timeout_ms + settings.rebalance_timeout_ms
+    return timeouts_ms / 1000 + STARTUP_MARGIN_SECONDS
 
 
 def free_port() -> int:
