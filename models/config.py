@@ -1,4 +1,4 @@
-"""Detection config (SPEC §7): thresholds, validated so bad values stop start-up."""
+"""Detection config (docs/contract.md §7): thresholds, validated so bad values stop start-up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Verdicts (SPEC §5): one per processed event on `loop-verdicts`; warnings also on
+"""Verdicts (docs/contract.md §5): one per processed event on `loop-verdicts`; warnings also on
 `loop-warnings`."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ RULES: tuple[RuleName, ...] = (
     "repeated_read_range",
     "repeated_batch",
 )
-"""The rules in evaluation order (SPEC §4): the first that matches gives the warning."""
+"""The rules in evaluation order (docs/contract.md §4): the first that matches gives the warning."""
 
 
 class LoopWarning(BaseModel):

@@ -35,10 +35,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "scan",
         help="detect loops in JSON-lines files of events (no broker needed)",
         description=(
-            "Read events (SPEC §2) as JSON lines, any number of interleaved sessions, and "
-            "print one verdict JSON line per processed event, in input order (files one "
-            "after the other, sessions carried across them). Duplicate and out-of-order "
-            "events get no line; invalid lines are reported on stderr with their line "
+            "Read events (docs/contract.md §2) as JSON lines, any number of interleaved "
+            "sessions, and print one verdict JSON line per processed event, in input order "
+            "(files one after the other, sessions carried across them). Duplicate and "
+            "out-of-order events get no line; invalid lines are reported on stderr with their line "
             "number, skipped and counted. Thresholds default to LOOPWATCH_THRESHOLD and "
             "LOOPWATCH_MUTATING_FAILURE_THRESHOLD, as for the worker; a flag overrides them. "
             "Exit codes: 0 done, 1 --fail-on-loop and a warning found, 2 bad options or "

@@ -213,3 +213,22 @@ def test_bad_options_exit_2_without_a_traceback(tmp_path: Path) -> None:
         done = scan(*args)
         assert done.returncode == 2, args
         assert b"Traceback" not in done.stderr
+
+
+def test_version_and_help_name_the_contract_users_have() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert shown.stdout.startswith("loopwatch 0.")
+    helped = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "docs/contract.md" in helped.stdout and "SPEC" not in helped.stdout
