@@ -24,3 +24,7 @@ COMMANDS.append(worker.register)
 from streams.commands import demo  # noqa: E402
 
 COMMANDS.append(demo.register)
+
+from streams.commands import otel_bridge  # noqa: E402
+
+COMMANDS.append(otel_bridge.register)

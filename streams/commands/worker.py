@@ -8,7 +8,10 @@ import logging
 import sys
 from typing import Any
 
+from streams.broker_outage import BrokerOutage
+from streams.broker_outage import install as install_outage_filter
 from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from streams.log_format import use_json
 from streams.settings import Settings, SettingsError
 
 EXIT_CONFIG = 2
@@ -59,13 +62,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
-    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
-
-    from streams import broker_outage  # noqa: PLC0415
-    from streams.app import create_app  # noqa: PLC0415
-    from streams.log_format import use_json  # noqa: PLC0415
+    from streams.app import create_app  # noqa: PLC0415  (lazy: `loopwatch --help` needs no faust)
 
     app = create_app(settings)
+    return run_faust_app(
+        app, loglevel, loop, log_format=settings.log_format, outage=app.loopwatch_outage
+    )
+
+
+def run_faust_app(
+    app: Any,
+    loglevel: str,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    log_format: str = "text",
+    outage: BrokerOutage | None = None,
+) -> int:
+    """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
+    broker outages in the log (streams.broker_outage) instead of aiokafka's line per retry."""
+    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
 
     class ServiceWorker(faust.Worker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -78,9 +93,10 @@ def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLo
             # every record, which builds a debug record per sent message; a service needs
             # no spinner, so keep the level that was asked for.
             logger.setLevel(level)
-            if settings.log_format == "json":
+            if log_format == "json":
                 use_json(logger)
-            broker_outage.install(app.loopwatch_outage)
+            if outage is not None:
+                install_outage_filter(outage)
 
     worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:
