@@ -15,11 +15,12 @@ from typing import Any
 import faust
 
 from streams.agents import SessionAgent
-from streams.broker_outage import BrokerOutage, OutageCollector
+from streams.broker_outage import watch_broker
 from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from streams.readiness import AgentHealth, Readiness, serve_health
 from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
@@ -175,19 +176,9 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
 
     order = OffsetOrder(app)
+    health = AgentHealth()
 
-    async def process_events(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            if order.check(message.tp, message.offset):
-                order.busy = True
-                try:
-                    await agent.process(event)
-                finally:
-                    order.busy = False
-                order.processed(message.tp, message.offset)
-
-    app.agent(topics.events, name="loopwatch.process_events", concurrency=1)(process_events)
+    _add_stream_agent(app, topics.events, order, agent, health)
 
     events_topic = settings.events_topic
 
@@ -209,19 +200,41 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
 
     # Broker outages: one log line at the start, a summary every 30 s, one at the end
     # (the worker command puts the log filter on aiokafka's loggers).
-    outage = BrokerOutage()
-    metrics.registry.register(OutageCollector(outage))
-
-    async def log_outage() -> None:
-        outage.tick()
-
-    app.timer(interval=1.0, name="loopwatch.broker_outage")(log_outage)
+    outage = watch_broker(app, metrics.registry)
+    producer_failed = (lambda: outputs.failed) if isinstance(outputs, BatchedOutputs) else bool
+    serve_health(
+        app, Readiness(app, events_topic, outage, producer_failed, health), metrics.registry
+    )
     app.loopwatch_outage = outage
     app.loopwatch_outputs = outputs
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
     return app
+
+
+def _add_stream_agent(
+    app: Any, topic: Any, order: OffsetOrder, handler: SessionAgent, health: AgentHealth
+) -> None:
+    """The faust agent (concurrency 1) that hands each record of `topic` to `handler`."""
+
+    async def process_events(stream: Any) -> None:
+        try:
+            async for event in stream.events():
+                message = event.message
+                if order.check(message.tp, message.offset):
+                    order.busy = True
+                    try:
+                        await handler.process(event)
+                    finally:
+                        order.busy = False
+                    order.processed(message.tp, message.offset)
+                health.processed += 1
+        except Exception as exc:  # faust restarts the agent: count it, /ready reports it
+            health.crashed(exc)
+            raise
+
+    app.agent(topic, name="loopwatch.process_events", concurrency=1)(process_events)
 
 
 def _canonical_url(settings: Settings) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -186,3 +188,15 @@ class OutageCollector(Collector):
             "Broker outages this worker logged (started).",
             value=self.outage.outages,
         )
+
+
+def watch_broker(app: Any, registry: CollectorRegistry) -> BrokerOutage:
+    """The app's outage tracker: its metrics in `registry`, its summaries on a 1 s timer."""
+    outage = BrokerOutage()
+    registry.register(OutageCollector(outage))
+
+    async def log_outage() -> None:
+        outage.tick()
+
+    app.timer(interval=1.0, name="loopwatch.broker_outage")(log_outage)
+    return outage
