@@ -60,9 +60,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=run)
 
 
-def detection_config(args: argparse.Namespace, environ: Mapping[str, str]) -> DetectionConfig:
-    """Thresholds from the flags, else from the worker's environment variables (validated by
-    the worker's own parsers), else the defaults. Raises ConfigError or SettingsError."""
+def detection_config(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> DetectionConfig:
+    """Thresholds from `--threshold` / `--mutating-failure-threshold`, else from the
+    worker's environment variables in `environ` (validated by the worker's own parsers),
+    else the defaults. Raises ConfigError (a bad flag) or SettingsError (a bad variable)."""
+    environ = {} if environ is None else environ
     values: dict[str, object] = {}
     for key in _THRESHOLDS:
         flag: str | None = getattr(args, key)
