@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from streams.broker_outage import BrokerOutage
 from streams.broker_outage import install as install_outage_filter
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from streams.log_format import use_json
 from streams.settings import Settings, SettingsError
 
@@ -26,6 +27,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "and the sessions changelog), then consume agent events and publish one verdict "
         "per event until SIGTERM/SIGINT. Configured by the environment (see README).",
     )
+    add_service_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a command that runs a stream app as a service."""
     parser.add_argument(
         "--loglevel",
         default="info",
@@ -38,7 +45,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=30.0,
         help="seconds to wait for the broker while ensuring topics (default: 30)",
     )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,27 +53,44 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    # One loop for the topic check and the worker: faust binds to the current loop.
+
+    def build_app() -> Any:
+        from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
+
+        return create_app(settings)
+
+    return run_service(
+        "worker",
+        args,
+        lambda timeout: create_topics(settings, timeout),
+        build_app,
+        log_format=settings.log_format,
+    )
+
+
+def run_service(
+    command: str,
+    args: argparse.Namespace,
+    ensure_topics: Callable[[float], Awaitable[list[TopicOutcome]]],
+    build_app: Callable[[], Any],
+    log_format: str = "text",
+) -> int:
+    """Ensure the topics (printing each), then run the app until SIGTERM/SIGINT."""
+    # One loop for the topic check and the app: faust binds to the current loop.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        for outcome in loop.run_until_complete(create_topics(settings, args.topic_timeout)):
+        for outcome in loop.run_until_complete(ensure_topics(args.topic_timeout)):
             state = "created" if outcome.created else "exists"
             print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
     except (BrokerUnreachable, TopicError) as exc:
-        print(f"loopwatch worker: {exc}", file=sys.stderr)
+        print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
         return EXIT_BROKER
-    return _run_worker(settings, args.loglevel, loop)
-
-
-def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
-    from streams.app import create_app  # noqa: PLC0415  (lazy: `loopwatch --help` needs no faust)
-
-    app = create_app(settings)
-    return run_faust_app(
-        app, loglevel, loop, log_format=settings.log_format, outage=app.loopwatch_outage
-    )
+    app = build_app()
+    # the worker's app watches broker outages (streams.broker_outage); others may not
+    outage = getattr(app, "loopwatch_outage", None)
+    return run_faust_app(app, args.loglevel, loop, log_format=log_format, outage=outage)
 
 
 def run_faust_app(
