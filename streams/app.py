@@ -1,9 +1,9 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
 environment) is what `faust -A streams.app` loads.
 
-Thin on purpose: topics, the `sessions` table, one agent with concurrency 1 and the
-`/metrics` page. All detection happens in `streams.detector`, all per-record logic in
-`streams.processing`.
+Thin on purpose: topics, the `sessions` table, one faust agent with concurrency 1 and
+the `/metrics` page. All detection happens in `streams.detector`, all per-record logic
+in `streams.processing` (carried out by `streams.record_handler`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from typing import Any
 
 import faust
 
-from streams.agents import SessionAgent
 from streams.broker_outage import watch_broker
 from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from streams.processing import PipelineOptions
 from streams.readiness import AgentHealth, Readiness, serve_health
+from streams.record_handler import RecordHandler
+from streams.session_store import TableSessionStore
 from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
@@ -143,11 +145,11 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
         ended_retention=timedelta(seconds=settings.ended_retention_seconds),
     )
-    # The agent is built before the table so the table can call back into it on recovery.
-    holder: dict[str, SessionAgent] = {}
+    # The handler is built after the table, which calls back into it on recovery.
+    holder: dict[str, RecordHandler] = {}
 
     async def on_changelog_event(event: Any) -> None:
-        await holder["agent"].on_changelog_event(event)
+        await holder["handler"].on_changelog_event(event)
 
     table = app.Table(
         TABLE_NAME,
@@ -162,28 +164,30 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         table.outputs = None  # faust's transaction manager writes the changelog
     else:
         table.outputs = outputs
-    agent = SessionAgent(
-        table=table,
+    handler = RecordHandler(
+        store=TableSessionStore(table),
         topics=topics,
         outputs=outputs,
-        config=settings.detection,
+        options=PipelineOptions(
+            detection=settings.detection,
+            max_event_bytes=settings.max_event_bytes,
+            drop_ended=settings.ended_retention_seconds == 0,
+        ),
         expiry=expiry,
         metrics=metrics,
-        max_event_bytes=settings.max_event_bytes,
-        drop_ended=settings.ended_retention_seconds == 0,
     )
-    holder["agent"] = agent
+    holder["handler"] = handler
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
 
     order = OffsetOrder(app)
     health = AgentHealth()
 
-    _add_stream_agent(app, topics.events, order, agent, health)
+    _add_stream_agent(app, topics.events, order, handler, health)
 
     events_topic = settings.events_topic
 
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        agent.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+        handler.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
         order.forget(set(revoked))
 
     async def heal_stalled_partitions() -> None:
@@ -214,7 +218,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
 
 
 def _add_stream_agent(
-    app: Any, topic: Any, order: OffsetOrder, handler: SessionAgent, health: AgentHealth
+    app: Any, topic: Any, order: OffsetOrder, handler: RecordHandler, health: AgentHealth
 ) -> None:
     """The faust agent (concurrency 1) that hands each record of `topic` to `handler`."""
 
