@@ -16,6 +16,7 @@ import faust
 
 from streams.broker_outage import watch_broker
 from streams.expiry import ExpiryIndex
+from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
@@ -139,6 +140,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         verdicts=settings.verdicts_topic,
         warnings=settings.warnings_topic,
         dead_letters=settings.dlq_topic,
+        episodes=settings.episodes_topic,
         partitions=settings.partitions,
     )
     expiry = ExpiryIndex(
@@ -178,6 +180,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     )
     holder["handler"] = handler
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+    metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
     health = AgentHealth()
@@ -194,6 +197,14 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         await order.heal(events_topic)
 
     app.timer(interval=1.0, name="loopwatch.offset_order")(heal_stalled_partitions)
+
+    progress = PartitionProgress(metrics)
+
+    async def measure_lag() -> None:
+        positions = assigned_positions(app.consumer, events_topic, order.next_offset)
+        progress.update(positions, rebalancing=bool(app.rebalancing))
+
+    app.timer(interval=5.0, name="loopwatch.partition_lag")(measure_lag)
 
     app.on_partitions_revoked.connect(on_revoked)
 
@@ -245,9 +256,18 @@ def _canonical_url(settings: Settings) -> dict[str, Any]:
     return {"canonical_url": f"http://{settings.worker_id}"} if settings.worker_id else {}
 
 
+def _worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
+
+
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
-        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters)
+        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
     crashes: set[asyncio.Future[Any]] = set()
 

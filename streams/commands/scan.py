@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--fail-on-loop", action="store_true", help="exit 1 when any warning was found"
     )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any line was invalid")
+    parser.add_argument(
+        "--episodes",
+        action="store_true",
+        help="print loop episode records (docs/contract.md §8) instead of verdicts: one "
+        "line per episode as it closes; episodes still open at the end of the input "
+        "last, as expired",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -104,7 +111,14 @@ def run(args: argparse.Namespace) -> int:
             sources.append((name, stack.enter_context(source)))
         for name, source in sources:
             try:
-                scan_lines(source, sys.stdout.buffer, scanner, args.warnings_only, name=name)
+                scan_lines(
+                    source,
+                    sys.stdout.buffer,
+                    scanner,
+                    args.warnings_only,
+                    name=name,
+                    episodes=args.episodes,
+                )
             except OSError as exc:  # e.g. a directory, or an I/O error mid-file
                 print(f"loopwatch scan: cannot read {name}: {exc.strerror}", file=sys.stderr)
                 return EXIT_USAGE
@@ -122,6 +136,7 @@ def scan_lines(
     warnings_only: bool = False,
     *,
     name: str = "-",
+    episodes: bool = False,
 ) -> Scanner:
     """Scan JSON lines from `source` with `scanner`, writing verdict lines to `out`.
     An invalid line is reported on stderr, counted in `scanner.stats.invalid` and skipped."""
@@ -133,8 +148,11 @@ def scan_lines(
             continue
         try:
             verdict = scanner.process(decode_event(line))
-            shown = verdict is not None and (verdict.warning is not None or not warnings_only)
-            encoded = verdict.to_json() if verdict is not None and shown else None
+            if episodes:
+                encoded = b"".join(e.to_json() + b"\n" for e in scanner.closed_episodes) or None
+            else:
+                shown = verdict is not None and (verdict.warning is not None or not warnings_only)
+                encoded = verdict.to_json() + b"\n" if verdict is not None and shown else None
         except InvalidEvent as exc:
             _skip(scanner, name, number, str(exc))
             continue
@@ -142,10 +160,13 @@ def scan_lines(
             _skip(scanner, name, number, f"internal: {type(exc).__name__}")
             continue
         if encoded is not None:
-            write(encoded + b"\n")
+            write(encoded)
         if progress and number % _PROGRESS_EVERY == 0:
             rate = number / max(time.monotonic() - started, 1e-9)
             print(f"\r  {number:,} lines, {rate:,.0f}/s", end="", file=sys.stderr, flush=True)
+    if episodes:
+        for episode in scanner.open_episodes():
+            write(episode.to_json() + b"\n")
     if progress:
         print("\r", end="", file=sys.stderr)
     out.flush()
