@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -174,7 +175,7 @@ def decode_event(data: bytes | str) -> AgentEvent:
         # NaN/Infinity here, and lone surrogate escapes, which `json` takes; whatever it
         # refuses goes through `json`, so the outcome and its error are `json`'s.
         raw = pydantic_core.from_json(data, allow_inf_nan=False, cache_strings="keys")
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate
         raw = _parse_with_json(data)
     try:
         return EVENT_ADAPTER.validate_python(raw)
@@ -188,9 +189,57 @@ def _parse_with_json(data: bytes | str) -> Any:
     except UnicodeDecodeError as exc:
         raise InvalidEvent("not_utf8", f"invalid UTF-8 at byte {exc.start}") from None
     try:
-        return _JSON.decode(text)
+        raw = _JSON.decode(text)
     except (ValueError, RecursionError) as exc:
         raise InvalidEvent("not_json", _first_line(exc)) from None
+    # Valid UTF-8 holds no surrogates, so only a `\uD8xx` escape (or a str given
+    # directly) can bring a lone one in; it would fail later, wherever the text is encoded.
+    if _SURROGATE_ESCAPE.search(text) or (text is data and not _encodable(text)):
+        field = _lone_surrogate_field(raw)
+        if field is not None:
+            raise InvalidEvent("schema", f"{field}: string is not valid Unicode (lone surrogate)")
+    return raw
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# `arguments` and `result` are any JSON value: their keys are tool content, not field names.
+_OPAQUE_FIELDS = frozenset({"arguments", "result"})
+
+
+def _lone_surrogate_field(value: Any) -> str | None:
+    """The field path of a string (or key) that cannot be encoded as UTF-8, if any."""
+    # (item, its path, inside arguments/result): iterative, so deep nesting cannot
+    # exhaust the recursion limit.
+    stack: list[tuple[Any, str, bool]] = [(value, "", False)]
+    while stack:
+        item, where, opaque = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return where or "(record)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodable(key):
+                    return f"{where or '(record)'} (a key)"
+                if opaque:
+                    stack.append((child, where, True))
+                else:
+                    stack.append((child, _join(where, key), key in _OPAQUE_FIELDS))
+        elif isinstance(item, list):
+            for index, child in enumerate(item):
+                stack.append((child, where if opaque else _join(where, str(index)), opaque))
+    return None
+
+
+def _join(where: str, part: str) -> str:
+    return f"{where}.{part}" if where else part
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:

@@ -14,12 +14,14 @@ from typing import Any
 
 import faust
 
+from streams.broker_outage import watch_broker
 from streams.expiry import ExpiryIndex
 from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
 from streams.processing import PipelineOptions
+from streams.readiness import AgentHealth, Readiness, serve_health
 from streams.record_handler import RecordHandler
 from streams.session_store import TableSessionStore
 from streams.session_table import SessionTable
@@ -102,6 +104,18 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         # No standby replicas: a partition that moves recovers from its changelog.
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
+        # Fail-over in seconds (docs/operations.md): a dead worker is noticed after the
+        # session timeout (faust's default is 60 s), and with a worker id (static
+        # membership) a restarted worker takes its partitions back without a rebalance.
+        consumer_group_instance_id=settings.worker_id,
+        broker_session_timeout=settings.session_timeout_ms / 1000,
+        broker_heartbeat_interval=settings.heartbeat_interval_ms / 1000,
+        broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
+        # faust's assignor asserts that the assignment a static member gets back names its
+        # own URL (web host and port by default): a worker restarted on another port
+        # crashed there, so with a worker id the URL is the id (faust's table routing,
+        # its only other use, is not used here).
+        **_canonical_url(settings),
         processing_guarantee=settings.processing_guarantee,
         producer_acks=-1,
         # 5 ms linger for what faust itself produces (everything under exactly_once; the
@@ -169,19 +183,9 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
+    health = AgentHealth()
 
-    async def process_events(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            if order.check(message.tp, message.offset):
-                order.busy = True
-                try:
-                    await handler.process(event)
-                finally:
-                    order.busy = False
-                order.processed(message.tp, message.offset)
-
-    app.agent(topics.events, name="loopwatch.process_events", concurrency=1)(process_events)
+    _add_stream_agent(app, topics.events, order, handler, health)
 
     events_topic = settings.events_topic
 
@@ -208,11 +212,48 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         return web.bytes(metrics.exposition(), content_type=CONTENT_TYPE)
 
     app.page("/metrics")(metrics_page)
+
+    # Broker outages: one log line at the start, a summary every 30 s, one at the end
+    # (the worker command puts the log filter on aiokafka's loggers).
+    outage = watch_broker(app, metrics.registry)
+    producer_failed = (lambda: outputs.failed) if isinstance(outputs, BatchedOutputs) else bool
+    serve_health(
+        app, Readiness(app, events_topic, outage, producer_failed, health), metrics.registry
+    )
+    app.loopwatch_outage = outage
     app.loopwatch_outputs = outputs
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
     return app
+
+
+def _add_stream_agent(
+    app: Any, topic: Any, order: OffsetOrder, handler: RecordHandler, health: AgentHealth
+) -> None:
+    """The faust agent (concurrency 1) that hands each record of `topic` to `handler`."""
+
+    async def process_events(stream: Any) -> None:
+        try:
+            async for event in stream.events():
+                message = event.message
+                if order.check(message.tp, message.offset):
+                    order.busy = True
+                    try:
+                        await handler.process(event)
+                    finally:
+                        order.busy = False
+                    order.processed(message.tp, message.offset)
+                health.processed += 1
+        except Exception as exc:  # faust restarts the agent: count it, /ready reports it
+            health.crashed(exc)
+            raise
+
+    app.agent(topic, name="loopwatch.process_events", concurrency=1)(process_events)
+
+
+def _canonical_url(settings: Settings) -> dict[str, Any]:
+    return {"canonical_url": f"http://{settings.worker_id}"} if settings.worker_id else {}
 
 
 def _worker_ready(app: Any) -> bool:

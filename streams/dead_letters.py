@@ -60,7 +60,7 @@ def dead_letter_headers(letter: DeadLetter, source: SourcePosition) -> list[tupl
     """Kafka headers of a dead letter: error class, reason and source position."""
     return [
         (HEADER_ERROR, letter.kind.encode()),
-        (HEADER_REASON, letter.reason[:_MAX_REASON_CHARS].encode()),
+        (HEADER_REASON, letter.reason[:_MAX_REASON_CHARS].encode("utf-8", "replace")),
         (HEADER_TOPIC, source.topic.encode()),
         (HEADER_PARTITION, str(source.partition).encode()),
         (HEADER_OFFSET, str(source.offset).encode()),

@@ -132,6 +132,11 @@ class BatchedOutputs:
         """Records not yet handed to aiokafka."""
         return self._waiting_count
 
+    @property
+    def failed(self) -> bool:
+        """A batch could not be delivered (the worker is stopping): `/ready` says so."""
+        return self._failure is not None
+
     async def send(
         self,
         topic: str,

@@ -116,6 +116,31 @@ def process_record(
 ) -> Outcome:
     """Process one record of `agent-events` read from `partition`; `now` stamps the
     verdict. Stores the session's new record and deletes expired sessions through
+    `store` (faust: while this record is current, as its table requires).
+
+    Never raises: a failure anywhere in it (decode, observe, verdict or state encoding,
+    expiry) is an `internal` dead letter naming the exception type, so that one record
+    cannot stop its partition (faust would restart the agent on the same record for
+    ever). What the store already holds of that record stays.
+    """
+    try:
+        return _process_record(key, value, store, options, expiry, partition=partition, now=now)
+    except Exception as exc:
+        return Rejected(DeadLetter("internal", type(exc).__name__))
+
+
+def _process_record(
+    key: bytes | None,
+    value: bytes | None,
+    store: SessionStore,
+    options: PipelineOptions,
+    expiry: ExpiryIndex,
+    *,
+    partition: int,
+    now: datetime,
+) -> Outcome:
+    """Process one record of `agent-events` read from `partition`; `now` stamps the
+    verdict. Stores the session's new record and deletes expired sessions through
     `store` (faust: while this record is current, as its table requires)."""
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))

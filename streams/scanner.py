@@ -22,6 +22,8 @@ class ScanStats:
     """Events processed (each got a verdict)."""
     duplicates: int = 0
     """Events skipped as duplicate or out of order."""
+    invalid: int = 0
+    """Input lines skipped as invalid (not an event, or the detector failed on them)."""
     sessions: set[str] = field(default_factory=set)
     warnings: Counter[str] = field(default_factory=Counter)
     """Warnings by rule."""
@@ -35,6 +37,7 @@ class ScanStats:
             f"{self.events} events, {len(self.sessions)} sessions, "
             f"{sum(self.warnings.values())} warnings ({rules or 'none'}), "
             f"{self.duplicates} duplicate/out-of-order skipped; "
+            f"{self.invalid} invalid lines; "
             f"{sum(self.episodes.values())} loop episodes ({outcomes or 'none'})"
         )
 

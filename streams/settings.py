@@ -20,10 +20,15 @@ from models import DetectionConfig
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
+LogFormat = Literal["text", "json"]
 
 DAY_SECONDS = 24 * 3600
 MIB = 1024 * 1024
 MAX_LINGER_MS = 1000
+# Kafka's own bounds are the broker's group.min/max.session.timeout.ms (6 s / 30 min by
+# default); faust requires the session timeout to stay below its 90 s request timeout.
+MIN_SESSION_TIMEOUT_MS = 1_000
+MAX_SESSION_TIMEOUT_MS = 90_000
 
 
 class SettingsError(ValueError):
@@ -72,6 +77,22 @@ class Settings(BaseModel):
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.outputs):
     more throughput for that much latency."""
+    worker_id: str | None = None
+    """Stable name of this worker (Kafka's `group.instance.id`, static membership): a
+    restarted worker takes its partitions back at once, without a rebalance. Unique per
+    worker; unset: dynamic membership."""
+    session_timeout_ms: StrictInt = Field(
+        10_000, ge=MIN_SESSION_TIMEOUT_MS, le=MAX_SESSION_TIMEOUT_MS
+    )
+    """A worker that sent no heartbeat for this long is dead: its partitions move."""
+    heartbeat_interval_ms: StrictInt = Field(1_000, ge=100)
+    """How often a worker tells the group coordinator it is alive (<= 1/3 of the session)."""
+    rebalance_timeout_ms: StrictInt = Field(
+        20_000, ge=MIN_SESSION_TIMEOUT_MS, le=MAX_SESSION_TIMEOUT_MS
+    )
+    """How long a rebalance waits for the live workers to rejoin."""
+    log_format: LogFormat = "text"
+    """`json`: one JSON object per log line (streams.log_format)."""
     web_host: str = "127.0.0.1"
     web_port: StrictInt = Field(6066, ge=1, le=65535)
     security_protocol: SecurityProtocol = "PLAINTEXT"
@@ -99,6 +120,7 @@ class Settings(BaseModel):
             field = str(error["loc"][0])
             raise SettingsError(f"{ENVIRONMENT[field][0]}: {error['msg']}") from None
         settings._check_security()
+        settings._check_timeouts()
         return settings
 
     @property
@@ -156,6 +178,13 @@ class Settings(BaseModel):
             )
         }
 
+    def _check_timeouts(self) -> None:
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise SettingsError(
+                f"LOOPWATCH_HEARTBEAT_INTERVAL_MS ({self.heartbeat_interval_ms}) must be at "
+                f"most a third of LOOPWATCH_SESSION_TIMEOUT_MS ({self.session_timeout_ms})"
+            )
+
     def _check_security(self) -> None:
         if self.security_protocol.startswith("SASL"):
             for field in ("sasl_mechanism", "sasl_username", "sasl_password"):
@@ -193,6 +222,15 @@ def _linger(name: str, raw: str) -> int:
     if _INTEGER.fullmatch(raw) and 0 <= int(raw) <= MAX_LINGER_MS:
         return int(raw)
     raise SettingsError(f"{name} must be milliseconds from 0 to {MAX_LINGER_MS}, got {raw!r}")
+
+
+def _milliseconds(minimum: int, maximum: int) -> Parser:
+    def parse(name: str, raw: str) -> int:
+        if _INTEGER.fullmatch(raw) and minimum <= int(raw) <= maximum:
+            return int(raw)
+        raise SettingsError(f"{name} must be milliseconds from {minimum} to {maximum}, got {raw!r}")
+
+    return parse
 
 
 def _port(name: str, raw: str) -> int:
@@ -278,6 +316,17 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
         _choice("at_least_once", "exactly_once"),
     ),
     "output_linger_ms": ("LOOPWATCH_OUTPUT_LINGER_MS", _linger),
+    "worker_id": ("LOOPWATCH_WORKER_ID", _topic_name),  # Kafka allows the same characters
+    "session_timeout_ms": (
+        "LOOPWATCH_SESSION_TIMEOUT_MS",
+        _milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
+    ),
+    "heartbeat_interval_ms": ("LOOPWATCH_HEARTBEAT_INTERVAL_MS", _milliseconds(100, 30_000)),
+    "rebalance_timeout_ms": (
+        "LOOPWATCH_REBALANCE_TIMEOUT_MS",
+        _milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
+    ),
+    "log_format": ("LOOPWATCH_LOG_FORMAT", _choice("text", "json")),
     "web_host": ("LOOPWATCH_WEB_HOST", _text),
     "web_port": ("LOOPWATCH_WEB_PORT", _port),
     "security_protocol": (

@@ -114,7 +114,8 @@ format_once() {
     local cluster_id
     cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)"
     jvm_flags
-    "$JAVA" -Xmx256m "${JVM_FLAGS[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+    # `--cluster-id=`: an id may start with "-" (1 in 64), which `-t ID` took for an option
+    "$JAVA" -Xmx256m "${JVM_FLAGS[@]}" kafka.tools.StorageTool format --cluster-id="$cluster_id" \
         -c "$DATA/server.properties" -g >>"$LOGS/format.out" 2>&1 \
         || { tail -n 50 "$LOGS/format.out" >&2; die "formatting $DATA/kraft failed"; }
 }

@@ -9,7 +9,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from streams.broker_outage import BrokerOutage
+from streams.broker_outage import install as install_outage_filter
 from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
+from streams.log_format import use_json
 from streams.settings import Settings, SettingsError
 
 EXIT_CONFIG = 2
@@ -56,7 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
         return create_app(settings)
 
-    return run_service("worker", args, lambda timeout: create_topics(settings, timeout), build_app)
+    return run_service(
+        "worker",
+        args,
+        lambda timeout: create_topics(settings, timeout),
+        build_app,
+        log_format=settings.log_format,
+    )
 
 
 def run_service(
@@ -64,6 +73,7 @@ def run_service(
     args: argparse.Namespace,
     ensure_topics: Callable[[float], Awaitable[list[TopicOutcome]]],
     build_app: Callable[[], Any],
+    log_format: str = "text",
 ) -> int:
     """Ensure the topics (printing each), then run the app until SIGTERM/SIGINT."""
     # One loop for the topic check and the app: faust binds to the current loop.
@@ -77,19 +87,39 @@ def run_service(
         print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
         return EXIT_BROKER
-    return run_faust_app(build_app(), args.loglevel, loop)
+    app = build_app()
+    # the worker's app watches broker outages (streams.broker_outage); others may not
+    outage = getattr(app, "loopwatch_outage", None)
+    return run_faust_app(app, args.loglevel, loop, log_format=log_format, outage=outage)
 
 
-def run_faust_app(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
-    """Run a faust app as a service until SIGTERM/SIGINT; its exit code."""
+def run_faust_app(
+    app: Any,
+    loglevel: str,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    log_format: str = "text",
+    outage: BrokerOutage | None = None,
+) -> int:
+    """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
+    broker outages in the log (streams.broker_outage) instead of aiokafka's line per retry."""
     import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
 
     class ServiceWorker(faust.Worker):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if not self.stdout.isatty():  # no spinner escape codes in a log file
+                self.spinner = None
+
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
             # every record, which builds a debug record per sent message; a service needs
             # no spinner, so keep the level that was asked for.
             logger.setLevel(level)
+            if log_format == "json":
+                use_json(logger)
+            if outage is not None:
+                install_outage_filter(outage)
 
     worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:

@@ -1,7 +1,8 @@
 """`loopwatch worker` as a child process, for the demo and the end-to-end tests.
 
-Readiness is observed, not guessed: a probe session publishes one event and the worker
-is ready when that event's verdict comes back.
+Readiness is observed, not guessed: the worker's `/ready` page (streams.readiness)
+answers 200 once it has its partitions, its table is recovered and the broker is
+reachable.
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
+import urllib.request
 from pathlib import Path
 from typing import IO
 
 from pydantic import SecretStr
 
-from streams.client import LoopwatchClient
 from streams.settings import ENVIRONMENT, Settings
 
-_READY_POLL_SECONDS = 1.0  # how often the readiness wait looks at the child's exit status
+_READY_POLL_SECONDS = 0.25  # how often the readiness wait asks /ready (and the exit status)
+
+
+def _answers_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as page:
+            return bool(page.status == 200)
+    except (OSError, ValueError):  # not serving yet, 503 (HTTPError), or cut short
+        return False
 
 
 class WorkerFailed(RuntimeError):
@@ -79,24 +87,20 @@ class WorkerProcess:
         return None if self._process is None else self._process.poll()
 
     async def wait_ready(self, timeout: float) -> float:
-        """Seconds until the worker answered a probe event; WorkerFailed otherwise."""
+        """Seconds until the worker's `/ready` answered 200; WorkerFailed otherwise."""
         started = time.monotonic()
         deadline = started + timeout
-        async with LoopwatchClient.from_settings(
-            self.settings, verdict_timeout=0, log_timeouts=False
-        ) as client:
-            session = await client.open_session(f"loopwatch-probe-{uuid.uuid4().hex}")
-            await session.system("readiness probe")
-            while time.monotonic() < deadline:
-                if self.exit_code() is not None:
-                    raise WorkerFailed(
-                        f"the worker exited with code {self.exit_code()}; see {self.log_path}"
-                    )
-                wait = await session.verdicts(timeout=_READY_POLL_SECONDS)
-                if wait.complete:
-                    await session.end()
-                    return time.monotonic() - started
-            session.close()
+        host = self.settings.web_host
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host  # bound to all: ask locally
+        url = f"http://{host}:{self.settings.web_port}/ready"
+        while time.monotonic() < deadline:
+            if self.exit_code() is not None:
+                raise WorkerFailed(
+                    f"the worker exited with code {self.exit_code()}; see {self.log_path}"
+                )
+            if await asyncio.to_thread(_answers_ready, url):
+                return time.monotonic() - started
+            await asyncio.sleep(_READY_POLL_SECONDS)  # polling the probe against a deadline
         raise WorkerFailed(f"the worker was not ready within {timeout:.0f}s; see {self.log_path}")
 
     def stop(self, timeout: float = 30.0) -> int | None:

@@ -61,6 +61,9 @@ def test_topics_then_worker_reach_the_internal_listener() -> None:
         assert f"//{service['environment']['KAFKA_BOOTSTRAP_SERVERS']}" in advertised
         assert (REPO / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
     assert worker["environment"]["LOOPWATCH_STORE"] == "rocksdb://"
+    # the worker is healthy when its /ready answers 200, with a stable worker id
+    assert "http://127.0.0.1:6066/ready" in " ".join(worker["healthcheck"]["test"])
+    assert worker["environment"]["LOOPWATCH_WORKER_ID"]
 
 
 def test_docker_compose_config_accepts_the_file() -> None:

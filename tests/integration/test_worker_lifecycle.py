@@ -16,6 +16,7 @@ from tests.integration.worker_harness import (
     WorkerProcess,
     consume,
     event_records,
+    failover_deadline,
     produce,
     verdict_key,
 )
@@ -27,9 +28,13 @@ def _repeat(b: SessionBuilder) -> list[Any]:
     return [b.step(("read_file", {"path": "main.py"})), b.result(result="same text")]
 
 
-async def _verdicts(env: WorkerEnv, count: int) -> dict[tuple[str, int], dict[str, Any]]:
+async def _verdicts(
+    env: WorkerEnv, count: int, deadline: float = 90.0
+) -> dict[tuple[str, int], dict[str, Any]]:
     # Distinct (session, seq): after a crash, replayed events may resend identical verdicts.
-    records = await consume(env.bootstrap, env.verdicts, until=count, distinct=verdict_key)
+    records = await consume(
+        env.bootstrap, env.verdicts, until=count, distinct=verdict_key, deadline=deadline
+    )
     verdicts: dict[tuple[str, int], dict[str, Any]] = {}
     for record in records:
         verdict = json.loads(record.value)
@@ -42,7 +47,9 @@ async def _verdicts(env: WorkerEnv, count: int) -> dict[tuple[str, int], dict[st
 async def test_restarted_worker_warns_on_the_third_repeat(
     kafka_bootstrap: str, tmp_path: Path, stop_signal: int
 ) -> None:
-    env = WorkerEnv.unique(kafka_bootstrap)
+    # One worker id for both runs (static membership): the second takes the partitions
+    # back at once instead of waiting for the group to drop the first.
+    env = WorkerEnv.unique(kafka_bootstrap, extra=(("LOOPWATCH_WORKER_ID", "restarting"),))
     await env.create_topics()
     b = SessionBuilder("restart-1")
     first = [b.user("fix it"), *_repeat(b), *_repeat(b)]
@@ -62,7 +69,7 @@ async def test_restarted_worker_warns_on_the_third_repeat(
     worker = WorkerProcess(env, tmp_path, "second")
     try:
         await produce(kafka_bootstrap, env.events, event_records(third))
-        after = await _verdicts(env, len(first) + len(third))
+        after = await _verdicts(env, len(first) + len(third), failover_deadline(env.settings()))
     finally:
         worker.stop()
     log = worker.log()

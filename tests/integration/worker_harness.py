@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,16 @@ from streams.settings import Settings
 from tests.builders import SessionBuilder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_MARGIN_SECONDS = 30.0
+"""Interpreter start-up, imports, topic check and recovery on a loaded 2-core machine."""
+
+
+def failover_deadline(settings: Settings) -> float:
+    """How long to wait for the verdicts of a worker that replaces a killed one: the group
+    drops the dead member within the session timeout, the rebalance that follows takes at
+    most the rebalance timeout, plus the new worker's start-up."""
+    timeouts_ms = settings.session_timeout_ms + settings.rebalance_timeout_ms
+    return timeouts_ms / 1000 + STARTUP_MARGIN_SECONDS
 
 
 def free_port() -> int:
@@ -101,9 +113,15 @@ class WorkerProcess:
     """One `loopwatch worker`; its output goes to a log file printed when a test fails."""
 
     def __init__(
-        self, env: WorkerEnv, log_dir: Path, name: str = "worker", command: str = "worker"
+        self,
+        env: WorkerEnv,
+        log_dir: Path,
+        name: str = "worker",
+        command: str = "worker",
+        worker_id: str | None = None,
     ) -> None:
         self.web_port = free_port()
+        own = {} if worker_id is None else {"LOOPWATCH_WORKER_ID": worker_id}
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -116,7 +134,11 @@ class WorkerProcess:
                 os.environ.get("LW_TEST_LOGLEVEL", "info"),
             ],
             # the otel-bridge has a web port setting of its own
-            env={**env.env(self.web_port), "LOOPWATCH_OTEL_WEB_PORT": str(self.web_port)},
+            env={
+                **env.env(self.web_port),
+                "LOOPWATCH_OTEL_WEB_PORT": str(self.web_port),
+                **own,
+            },
             cwd=REPO_ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -131,6 +153,29 @@ class WorkerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """(HTTP status, JSON body) of a page on the worker's web port; (0, None) while
+        nothing answers."""
+        url = f"http://127.0.0.1:{self.web_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as page:
+                return page.status, json.loads(page.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return 0, None
+
+    def wait_ready(self, deadline: float = 90.0) -> dict[str, Any]:
+        """Poll `/ready` until it answers 200 (the worker processes its partitions)."""
+        end = time.monotonic() + deadline
+        while True:
+            status, document = self.get("/ready")
+            if status == 200:
+                return dict(document)
+            if time.monotonic() > end or self.proc.poll() is not None:
+                raise AssertionError(f"not ready: {document}; log:\n{self.log()[-3000:]}")
+            time.sleep(0.2)  # polling a probe against a deadline
 
 
 async def produce(

@@ -128,6 +128,54 @@ def test_reasons_never_echo_the_record_content() -> None:
     assert "TOKEN123" not in str(caught.value)
 
 
+LONE = "ag\ud800"  # json.dumps writes it as the escape `\\ud800`
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        (_event(agent_id=LONE), "agent_id"),
+        (_event(session_id=LONE), "session_id"),
+        (_event(text="\udfff"), "text"),
+        (_event(some_extra_field=["ok", LONE]), "some_extra_field.1"),
+        (_event(**{LONE: 1}), "(record) (a key)"),
+        (
+            _event(
+                type="assistant_message",
+                tool_calls=[{"id": "a", "name": "t", "arguments": {"q": {"deep": [LONE]}}}],
+            ),
+            "tool_calls.0.arguments",
+        ),
+        (
+            _event(type="tool_result", call_id="c", tool_name="t", result={"k": LONE}),
+            "result",
+        ),
+        (
+            _event(type="tool_result", call_id="c", tool_name="t", result={LONE: "v"}),
+            "result (a key)",
+        ),
+    ],
+)
+def test_lone_surrogates_are_a_schema_error_naming_the_field(record: str, field: str) -> None:
+    assert "\\ud800" in record or "\\udfff" in record  # valid UTF-8, escaped in the JSON
+    for data in (record, record.encode()):
+        with pytest.raises(InvalidEvent) as caught:
+            decode_event(data)
+        assert caught.value.kind == "schema"
+        # the field, never its content
+        assert caught.value.reason == f"{field}: string is not valid Unicode (lone surrogate)"
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_fine() -> None:
+    paired = decode_event(_event(text="\U0001f600"))
+    assert paired.text == "\U0001f600"  # type: ignore[union-attr]
+    escaped = decode_event(_event(text="\\ud800"))
+    assert escaped.text == "\\ud800"  # type: ignore[union-attr]
+    raw = _event(agent_id="x").replace('"x"', '"x\udc00"')  # a raw surrogate in a str
+    with pytest.raises(InvalidEvent, match="agent_id"):
+        decode_event(raw)
+
+
 def test_defaults_and_extras() -> None:
     event = decode_event(
         _event(type="assistant_message", tool_calls=[{"id": "a", "name": "ls"}], extra=1)

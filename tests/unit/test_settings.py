@@ -66,6 +66,10 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_WEB_PORT": "8080",
             "LOOPWATCH_PROCESSING_GUARANTEE": "exactly_once",
             "LOOPWATCH_OUTPUT_LINGER_MS": "0",
+            "LOOPWATCH_WORKER_ID": "worker-3",
+            "LOOPWATCH_SESSION_TIMEOUT_MS": "6000",
+            "LOOPWATCH_HEARTBEAT_INTERVAL_MS": "2000",
+            "LOOPWATCH_REBALANCE_TIMEOUT_MS": "30000",
         }
     )
     assert settings.bootstrap_servers == "k1:9092,k2:19092"
@@ -78,6 +82,9 @@ def test_every_variable_is_read() -> None:
     assert (settings.store_url, settings.web_port) == ("rocksdb://", 8080)
     assert settings.processing_guarantee == "exactly_once"
     assert settings.output_linger_ms == 0
+    assert settings.worker_id == "worker-3"
+    assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (6000, 2000)
+    assert settings.rebalance_timeout_ms == 30000
 
 
 def test_empty_value_means_default() -> None:
@@ -106,6 +113,21 @@ def test_empty_value_means_default() -> None:
         ("LOOPWATCH_OUTPUT_LINGER_MS", "1001", "LOOPWATCH_OUTPUT_LINGER_MS must be milliseconds"),
         ("LOOPWATCH_OUTPUT_LINGER_MS", "2.5", "from 0 to 1000, got '2.5'"),
         ("LOOPWATCH_EVENTS_TOPIC", "agent events", "LOOPWATCH_EVENTS_TOPIC must be 1-200"),
+        ("LOOPWATCH_WORKER_ID", "pod/0", "LOOPWATCH_WORKER_ID must be 1-200 characters"),
+        (
+            "LOOPWATCH_SESSION_TIMEOUT_MS",
+            "100000",
+            "LOOPWATCH_SESSION_TIMEOUT_MS must be milliseconds from 1000 to 90000, got '100000'",
+        ),
+        ("LOOPWATCH_SESSION_TIMEOUT_MS", "2s", "got '2s'"),
+        ("LOOPWATCH_HEARTBEAT_INTERVAL_MS", "50", "LOOPWATCH_HEARTBEAT_INTERVAL_MS must be"),
+        ("LOOPWATCH_REBALANCE_TIMEOUT_MS", "0", "LOOPWATCH_REBALANCE_TIMEOUT_MS must be"),
+        (
+            "LOOPWATCH_HEARTBEAT_INTERVAL_MS",
+            "4000",
+            "LOOPWATCH_HEARTBEAT_INTERVAL_MS (4000) must be at most a third of "
+            "LOOPWATCH_SESSION_TIMEOUT_MS (10000)",
+        ),
         ("LOOPWATCH_APP_ID", "..", "LOOPWATCH_APP_ID must be 1-200 characters"),
         ("KAFKA_BOOTSTRAP_SERVERS", "localhost", "KAFKA_BOOTSTRAP_SERVERS must be a comma"),
         ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x", "got 'a:1,b:x'"),

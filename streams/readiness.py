@@ -1,0 +1,120 @@
+"""`/healthz` and `/ready` on the worker's web port, for Kubernetes probes.
+
+`/healthz`: the process serves HTTP (liveness). `/ready`: this worker processes its share
+of the events right now: it has partitions of the events topic assigned, no rebalance or
+table recovery is under way, the stream agent has not crashed without processing a record
+since, and the broker is reachable with the producer not failed. Both answer JSON; `/ready`
+answers 503 with the reasons when not ready. docs/operations.md says how to probe them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from streams.broker_outage import BrokerOutage
+
+
+@dataclass
+class AgentHealth:
+    """Crashes of the faust stream agent, and whether it processed a record since."""
+
+    crashes: int = 0
+    """`loopwatch_agent_crashes_total`."""
+    last_error: str | None = None
+    """The exception type of the last crash."""
+    processed: int = 0
+    """Records the agent finished (any outcome)."""
+    processed_at_crash: int = -1
+
+    def crashed(self, exc: BaseException) -> None:
+        self.crashes += 1
+        self.last_error = type(exc).__name__
+        self.processed_at_crash = self.processed
+
+    @property
+    def stalled(self) -> bool:
+        """It crashed and has processed nothing since (it may be crashing on a record)."""
+        return self.processed == self.processed_at_crash
+
+
+@dataclass
+class Readiness:
+    """Reads the worker's state when a probe asks; holds none of its own but the agent's."""
+
+    app: Any
+    """The faust app (its consumer, rebalancing and recovery flags)."""
+    events_topic: str
+    outage: BrokerOutage
+    producer_failed: Callable[[], bool] = lambda: False
+    agent: AgentHealth = field(default_factory=AgentHealth)
+    clock: Callable[[], float] = time.monotonic
+
+    def partitions(self) -> list[int]:
+        """Partitions of the events topic assigned to this worker."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:  # no consumer yet (starting) or it is stopping
+            return []
+        return sorted(tp.partition for tp in assignment if tp.topic == self.events_topic)
+
+    def check(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, the JSON document: `ready`, `partitions`, `reasons` when not ready)."""
+        partitions = self.partitions()
+        reasons = []
+        if not partitions:
+            reasons.append("no partitions of the events topic assigned")
+        if self.app.rebalancing:
+            reasons.append("rebalancing")
+        if self.app.in_recovery:
+            reasons.append("recovering the sessions table from its changelog")
+        if self.agent.stalled:
+            reasons.append(
+                f"stream agent crashed ({self.agent.last_error}) and has processed no record since"
+            )
+        if self.outage.down_since is not None:
+            down = self.clock() - self.outage.down_since
+            reasons.append(f"Kafka broker unavailable for {down:.0f} s")
+        if self.producer_failed():
+            reasons.append("the producer failed to deliver records")
+        document: dict[str, Any] = {
+            "ready": not reasons,
+            "partitions": partitions,
+            "agent_crashes": self.agent.crashes,
+        }
+        if reasons:
+            document["reasons"] = reasons
+        return not reasons, document
+
+
+class _AgentCrashes(Collector):
+    def __init__(self, health: AgentHealth) -> None:
+        self.health = health
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "loopwatch_agent_crashes",
+            "Crashes of the stream agent (faust restarts it; /ready says when it is stalled).",
+            value=self.health.crashes,
+        )
+
+
+def serve_health(app: Any, readiness: Readiness, registry: CollectorRegistry) -> None:
+    """`/healthz` and `/ready` on the app's web server; `loopwatch_agent_crashes_total`."""
+    registry.register(_AgentCrashes(readiness.agent))
+
+    async def healthz(web: Any, request: Any) -> Any:
+        return web.json({"status": "ok"})
+
+    async def ready(web: Any, request: Any) -> Any:
+        ok, document = readiness.check()
+        return web.json(document, status=200 if ok else 503)
+
+    app.page("/healthz")(healthz)
+    app.page("/ready")(ready)
