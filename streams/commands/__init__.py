@@ -24,3 +24,7 @@ COMMANDS.append(worker.register)
 from streams.commands import demo  # noqa: E402
 
 COMMANDS.append(demo.register)
+
+from streams.commands import policy  # noqa: E402
+
+COMMANDS.append(policy.register)
