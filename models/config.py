@@ -68,6 +68,7 @@ class DetectionConfig(BaseModel):
 
     _enabled: tuple[RuleName, ...] = PrivateAttr(default=RULES)
     _exempt: frozenset[str] = PrivateAttr(default=frozenset())
+    _seed: bool = PrivateAttr(default=True)
 
     def __init__(self, **data: Any) -> None:
         _check(data)
@@ -77,6 +78,12 @@ class DetectionConfig(BaseModel):
         chosen = PROFILE_RULES[self.profile]
         self._enabled = tuple(rule for rule in ALL_RULES if self.rules.get(rule, rule in chosen))
         self._exempt = frozenset(self.exempt_tools)
+        self._seed = (
+            self._enabled == RULES
+            and not self.batches_compare_results
+            and not self.exempt_tools
+            and not self.tool_thresholds
+        )
 
     @property
     def enabled_rules(self) -> tuple[RuleName, ...]:
@@ -91,9 +98,9 @@ class DetectionConfig(BaseModel):
         return self.result_aware_batches
 
     @property
-    def is_plain(self) -> bool:
-        """No exempt tools and no per-tool thresholds (the core's fast path)."""
-        return not self.exempt_tools and not self.tool_thresholds
+    def is_seed(self) -> bool:
+        """Exactly SPEC §4's rules (thresholds aside): the core's fast path."""
+        return self._seed
 
     def rule_threshold(self, rule: RuleName) -> int:
         """The threshold a rule uses when no per-tool threshold applies."""

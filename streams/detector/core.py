@@ -14,7 +14,7 @@ from models import (
     DetectionConfig,
     LoopVerdict,
     LoopWarning,
-    RuleName,
+    PolicyRef,
     SessionEnd,
     SystemMessage,
     ToolResult,
@@ -22,6 +22,8 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
+from streams.detector import steps as extended
+from streams.detector.extended import evaluate_extended, warning
 from streams.detector.state import MAX_CHAIN_RANGES, MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 from streams.detector.tools import is_mutating, read_range, read_resource, short_digest
@@ -41,6 +43,7 @@ def observe(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
+    policy: PolicyRef | None = None,
 ) -> tuple[SessionState | None, LoopVerdict | None]:
     """Apply one event to a session's state and evaluate the rules.
 
@@ -48,6 +51,7 @@ def observe(
     event's verdict. An event whose `seq` is not above the last processed one is a
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
+    `policy`: the policy record whose config this is, named in the verdict (contract §9.8).
     The input state is never modified.
     """
     if state is not None and event.seq <= state.last_seq:
@@ -60,6 +64,7 @@ def observe(
         event_ts=event.ts,
         evaluated_at=evaluated_at or event.ts,
         warning=evaluate(new, config, texts),
+        policy=policy,
     )
     return (None if isinstance(event, SessionEnd) else new), verdict
 
@@ -98,6 +103,7 @@ def _on_boundary(state: SessionState) -> None:
     state.result_failed = False
     state.result_tool = ""
     _clear_chain(state)
+    state.steps = extended.on_boundary(state.steps)
 
 
 def _on_text_step(state: SessionState) -> None:
@@ -105,10 +111,12 @@ def _on_text_step(state: SessionState) -> None:
     state.batch_digest = None
     state.batch_run = 0
     state.batch_tools = ()
+    state.steps = extended.on_text_step(state.steps)
 
 
 def _on_tool_step(state: SessionState, event: AssistantMessage) -> None:
     fingerprints = []
+    ids = []
     calls = dict(state.calls)
     for call in event.tool_calls:
         digest = _fingerprint_digest(
@@ -116,6 +124,7 @@ def _on_tool_step(state: SessionState, event: AssistantMessage) -> None:
         )
         fingerprints.append(digest)
         key = short_digest(call.id)
+        ids.append(key)
         calls.pop(key, None)  # re-inserted at the end: the newest call with an id wins
         calls[key] = digest
     while len(calls) > MAX_REMEMBERED_CALLS:
@@ -123,9 +132,20 @@ def _on_tool_step(state: SessionState, event: AssistantMessage) -> None:
     state.calls = calls
 
     batch = short_digest(",".join(sorted(fingerprints)))
-    state.batch_run = state.batch_run + 1 if batch == state.batch_digest else 1
+    continues = batch == state.batch_digest
+    state.batch_run = state.batch_run + 1 if continues else 1
     state.batch_digest = batch
-    state.batch_tools = tuple(sorted({call.name for call in event.tool_calls}))
+    names = tuple(call.name for call in event.tool_calls)
+    state.batch_tools = tuple(sorted(set(names)))
+    state.steps = extended.on_tool_step(
+        state.steps,
+        batch=batch,
+        id_digests=ids,
+        fingerprints=fingerprints,
+        names=names,
+        tools=state.batch_tools,
+        continues=continues,
+    )
 
     _extend_chain(state, event)
 
@@ -165,16 +185,18 @@ def _extend_chain(state: SessionState, event: AssistantMessage) -> None:
 
 def _on_result(state: SessionState, event: ToolResult) -> None:
     call: str | None
+    id_digest = short_digest(event.call_id)
     if event.call_fingerprint is not None:
         call = _fingerprint_digest(event.call_fingerprint)
     else:
-        call = state.calls.get(short_digest(event.call_id))
+        call = state.calls.get(id_digest)
     state.result_failed = event.error is not None
     state.result_tool = event.tool_name
     if call is None:
         # An unresolvable call: no signature, matches nothing, ends any run.
         state.result_signature = None
         state.result_run = 0
+        state.steps = extended.on_result(state.steps, id_digest, None)
         return
     result = _fingerprint_digest(
         event.result_fingerprint or result_fingerprint(event.tool_name, event.result, event.error)
@@ -182,45 +204,33 @@ def _on_result(state: SessionState, event: ToolResult) -> None:
     signature = f"{call}:{result}"
     state.result_run = state.result_run + 1 if signature == state.result_signature else 1
     state.result_signature = signature
+    state.steps = extended.on_result(state.steps, id_digest, signature)
 
 
 def evaluate(
     state: SessionState, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS
 ) -> LoopWarning | None:
-    """The first rule of SPEC §4 that matches the state, as a warning."""
+    """The first enabled rule that matches the state, as a warning (SPEC §4; with another
+    profile or policy, contract §9)."""
+    if not config.is_seed:
+        return evaluate_extended(state, config, texts)
     if state.result_signature is not None:
         run = state.result_run
         limit = config.mutating_failure_threshold
         if state.result_failed and is_mutating(state.result_tool) and run >= limit:
-            return _warning(texts, "repeated_failed_mutation", (state.result_tool,), run, limit)
+            return warning(texts, "repeated_failed_mutation", (state.result_tool,), run, limit)
         if run >= config.threshold:
-            return _warning(texts, "repeated_result", (state.result_tool,), run, config.threshold)
+            return warning(texts, "repeated_result", (state.result_tool,), run, config.threshold)
     if (
         state.chain_tool is not None
         and state.chain_top >= config.threshold
         and len(state.chain_ranges) >= 2
     ):
-        return _warning(
+        return warning(
             texts, "repeated_read_range", (state.chain_tool,), state.chain_top, config.threshold
         )
     if state.batch_digest is not None and state.batch_run >= config.threshold:
-        return _warning(
+        return warning(
             texts, "repeated_batch", state.batch_tools, state.batch_run, config.threshold
         )
     return None
-
-
-def _warning(
-    texts: WarningTexts,
-    rule: RuleName,
-    tool_names: tuple[str, ...],
-    count: int,
-    threshold: int,
-) -> LoopWarning:
-    return LoopWarning(
-        rule=rule,
-        tool_names=tool_names,
-        count=count,
-        threshold=threshold,
-        message=texts.render(rule, tool_names, count, threshold),
-    )

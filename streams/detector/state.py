@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from streams.detector import steps as extended
+
 STATE_VERSION = 1
 
 MAX_REMEMBERED_CALLS = 64
@@ -63,6 +65,9 @@ class SessionState:
     batch_run: int = 0
     batch_tools: tuple[str, ...] = ()
 
+    steps: extended.Steps = extended.EMPTY
+    """State of the extended rules (docs/contract.md §9; `streams.detector.steps`)."""
+
     def copy(self) -> SessionState:
         """A shallow copy (dicts shared: `observe` replaces them, never mutates them).
         Spelled out field by field: about 8x faster than `copy.copy` on the hot path."""
@@ -82,6 +87,7 @@ class SessionState:
             self.batch_digest,
             self.batch_run,
             self.batch_tools,
+            self.steps,
         )
 
     def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
@@ -111,6 +117,7 @@ class SessionState:
                 self.chain_top,
             ],
             "batch": [self.batch_digest, self.batch_run, list(self.batch_tools)],
+            "steps": extended.to_snapshot(self.steps),
         }
 
     @classmethod
@@ -138,4 +145,6 @@ class SessionState:
             batch_digest=batch,
             batch_run=int(batch_run),
             batch_tools=tuple(batch_tools),
+            # absent in snapshots written before the extended rules: they start afresh
+            steps=extended.from_snapshot(snapshot.get("steps")),
         )

@@ -37,6 +37,17 @@ DEFAULT_TEMPLATES: Mapping[RuleName, str] = MappingProxyType(
             "({tools}) {count} times in a row. Change the calls or their arguments, use the "
             "results you already have, or report the blocker."
         ),
+        "repeated_call_in_turn": (
+            "Loop warning (repeated_call_in_turn): your last message made the same {tools} "
+            "call {count} times at once. One call gives the same answer; use its result, "
+            "change the arguments, or report the blocker."
+        ),
+        "repeated_cycle": (
+            "Loop warning (repeated_cycle): the same sequence of tool steps ({tools}) has "
+            "now run {count} times with the same results each time. Break the cycle: use "
+            "what these steps already returned, try a different approach, or report the "
+            "blocker."
+        ),
     }
 )
 
@@ -75,7 +86,9 @@ class WarningTexts:
     ) -> str:
         """The message for one warning."""
         tools = ", ".join(f"`{display_name(name)}`" for name in tool_names)
-        return self.templates[rule].format(tools=tools, count=count, threshold=threshold)
+        # a deployment's override may predate the extended rules: they keep their default
+        template = self.templates.get(rule) or DEFAULT_TEMPLATES[rule]
+        return template.format(tools=tools, count=count, threshold=threshold)
 
 
 DEFAULT_TEXTS = WarningTexts()

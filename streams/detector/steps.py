@@ -1,0 +1,281 @@
+"""State of the extended rules (docs/contract.md §9): tool steps with their outcomes.
+
+* the newest tool step's *outcome* (the results answering its calls before the next
+  assistant message) and its *completion* (every distinct call id answered);
+* result-aware `repeated_batch` (§9.3): how far back the run of same-batch steps also
+  had the same outcome;
+* `repeated_call_in_turn` (§9.2): the largest group of identical calls in the newest
+  assistant message;
+* `repeated_cycle` (§9.4): the last 5 completed units and, per period 2-5, the length of
+  the periodic tail, so a new unit costs O(1).
+
+Kept whatever the profile, so a policy switching a rule on judges the next event as a
+re-scan would. An outcome is a multiset of signatures, held as (count, sum of the
+signatures as 256-bit numbers): equal multisets give equal pairs, different ones
+collide with negligible chance; the state holds no raw content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from streams.detector.tools import short_digest
+
+MAX_STEP_IDS = 64
+"""A tool step with more distinct call ids has an unknown outcome (contract §9.1): it
+equals nothing and never completes; this bounds the pending step's state."""
+MAX_PERIOD = 5
+PERIODS = (2, 3, 4, 5)
+_SUM_MASK = (1 << 256) - 1
+UNKNOWN = "?"
+"""The outcome of a step with too many call ids: equal to nothing, itself included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A completed tool step: digest of (batch, outcome) and its tool names."""
+
+    digest: str
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """Immutable: every update returns a new one (a session's state shares it until then)."""
+
+    # the newest tool step, while its outcome window is open
+    ids: frozenset[str] | None = None
+    """Digests of its distinct call ids; None: no step, or too many ids (unknown)."""
+    open_ids: frozenset[str] = frozenset()
+    """Call ids not yet answered; empty once the step completed."""
+    batch: str = ""
+    tools: tuple[str, ...] = ()
+    results: int = 0
+    """How many results answered the step so far (the outcome's size)."""
+    total: int = 0
+    """Sum of those results' signatures (the outcome, with `results`)."""
+    joinable: bool = False
+    """False once a boundary came after the step: it can no longer join the cycle."""
+
+    # result-aware repeated_batch (§9.3)
+    continues: bool = False
+    """The newest tool step continues rule 4's run (same batch as the step before it)."""
+    last_outcome: str | None = None
+    """Outcome of the step before the newest (M_{c-1}); None: none in the run."""
+    same_outcomes: int = 0
+    """Length of the run ending at M_{c-1} with M_{c-1}'s batch and outcome."""
+    aware_run: int = 0
+    """Rule 4's result-aware count for the newest tool step."""
+
+    # repeated_call_in_turn (§9.2)
+    turn_count: int = 0
+    turn_tools: tuple[str, ...] = ()
+
+    # repeated_cycle (§9.4)
+    units: tuple[Unit, ...] = ()
+    """The last (up to 5) units of S."""
+    tails: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Periodic tail length p_L of S for L = 2, 3, 4, 5."""
+
+    def outcome(self) -> str:
+        if self.ids is None:
+            return UNKNOWN
+        return f"{self.results}:{self.total:x}"
+
+
+EMPTY = Steps()
+
+
+def _abandon(steps: Steps) -> dict[str, Any]:
+    """A new assistant message: the pending step's window closes; incomplete, it empties
+    the cycle sequence."""
+    if steps.joinable and (steps.ids is None or steps.open_ids):
+        return {"units": (), "tails": (0, 0, 0, 0)}
+    return {}
+
+
+def on_boundary(steps: Steps) -> Steps:
+    if steps is EMPTY:
+        return steps
+    return replace(steps, joinable=False, turn_count=0, turn_tools=(), units=(), tails=(0, 0, 0, 0))
+
+
+def on_text_step(steps: Steps) -> Steps:
+    changes = _abandon(steps)
+    return replace(
+        steps,
+        ids=None,
+        open_ids=frozenset(),
+        batch="",
+        tools=(),
+        results=0,
+        total=0,
+        joinable=False,
+        continues=False,
+        last_outcome=None,
+        same_outcomes=0,
+        aware_run=0,
+        turn_count=0,
+        turn_tools=(),
+        **changes,
+    )
+
+
+def on_tool_step(
+    steps: Steps,
+    *,
+    batch: str,
+    id_digests: list[str],
+    fingerprints: list[str],
+    names: tuple[str, ...],
+    tools: tuple[str, ...],
+    continues: bool,
+) -> Steps:
+    """A tool step: `batch` its batch digest, then per call its id digest, fingerprint and
+    name (in order); `tools` the sorted distinct names; `continues`: same batch as the
+    tool step before it, with no text step between (rule 4's run goes on)."""
+    changes = _abandon(steps)
+    # Result-aware batches: close the previous step's outcome and extend its run.
+    if continues and steps.batch:
+        previous = steps.outcome()
+        if previous == UNKNOWN:  # equals nothing, not even itself
+            same_outcomes = 0
+        elif steps.continues and previous == steps.last_outcome:
+            same_outcomes = steps.same_outcomes + 1
+        else:
+            same_outcomes = 1
+        aware_run = 1 + same_outcomes
+    else:
+        previous, same_outcomes, aware_run = None, 0, 1
+    # Identical calls in this message.
+    counts: dict[str, int] = {}
+    for fingerprint in fingerprints:
+        counts[fingerprint] = counts.get(fingerprint, 0) + 1
+    top = max(counts.values())
+    if top > 1:
+        turn_tools = tuple(
+            sorted(
+                {name for name, fp in zip(names, fingerprints, strict=True) if counts[fp] == top}
+            )
+        )
+    else:
+        turn_tools = tools
+    ids = frozenset(id_digests)
+    known = len(ids) <= MAX_STEP_IDS
+    return replace(
+        steps,
+        ids=ids if known else None,
+        open_ids=ids if known else frozenset(),
+        batch=batch,
+        tools=tools,
+        results=0,
+        total=0,
+        joinable=True,
+        continues=continues,
+        last_outcome=previous,
+        same_outcomes=same_outcomes,
+        aware_run=aware_run,
+        turn_count=top,
+        turn_tools=turn_tools,
+        **changes,
+    )
+
+
+def on_result(steps: Steps, id_digest: str, signature: str | None) -> Steps:
+    """A tool result answering `id_digest` with `signature` (None: unsigned)."""
+    ids = steps.ids
+    if ids is None or id_digest not in ids:
+        return steps
+    value = 0 if signature is None else int(signature.replace(":", ""), 16)
+    results = steps.results + 1
+    total = (steps.total + value) & _SUM_MASK
+    open_ids = steps.open_ids
+    if id_digest not in open_ids:
+        return replace(steps, results=results, total=total)
+    open_ids = open_ids - {id_digest}
+    if open_ids or not steps.joinable:
+        return replace(steps, open_ids=open_ids, results=results, total=total)
+    unit = Unit(short_digest(f"{steps.batch}/{results}:{total:x}"), steps.tools)
+    return replace(
+        steps,
+        open_ids=open_ids,
+        results=results,
+        total=total,
+        **_append(steps.units, steps.tails, unit),
+    )
+
+
+def _append(units: tuple[Unit, ...], tails: tuple[int, ...], unit: Unit) -> dict[str, Any]:
+    size = len(units)
+    new_tails = tuple(
+        tail + 1
+        if size >= period and unit.digest == units[-period].digest
+        else min(size + 1, period)
+        for period, tail in zip(PERIODS, tails, strict=True)
+    )
+    return {"units": (*units, unit)[-MAX_PERIOD:], "tails": new_tails}
+
+
+def cycles(steps: Steps) -> list[tuple[int, tuple[str, ...], int]]:
+    """(period, tool names, repetitions) for each period 2-5 whose last L units are not
+    all equal, smallest period first: the threshold decides which one matches."""
+    units = steps.units
+    found = []
+    for period, tail in zip(PERIODS, steps.tails, strict=True):
+        if len(units) < period:
+            break
+        last = units[-period:]
+        if all(unit.digest == last[0].digest for unit in last):
+            continue
+        names = tuple(sorted({name for unit in last for name in unit.tools}))
+        found.append((period, names, tail // period))
+    return found
+
+
+# --- snapshot ---------------------------------------------------------------------------
+
+
+def to_snapshot(steps: Steps) -> list[Any]:
+    return [
+        None if steps.ids is None else sorted(steps.ids),
+        sorted(steps.open_ids),
+        steps.batch,
+        list(steps.tools),
+        steps.results,
+        f"{steps.total:x}",
+        steps.joinable,
+        steps.continues,
+        steps.last_outcome,
+        steps.same_outcomes,
+        steps.aware_run,
+        steps.turn_count,
+        list(steps.turn_tools),
+        [[unit.digest, list(unit.tools)] for unit in steps.units],
+        list(steps.tails),
+    ]
+
+
+def from_snapshot(data: list[Any] | None) -> Steps:
+    """`to_snapshot`'s list; None (a snapshot from before these rules) gives no state."""
+    if data is None:
+        return EMPTY
+    (ids, open_ids, batch, tools, results, total, joinable, continues, last, same, aware,
+     turn_count, turn_tools, units, tails) = data  # fmt: skip
+    return Steps(
+        ids=None if ids is None else frozenset(ids),
+        open_ids=frozenset(open_ids),
+        batch=str(batch),
+        tools=tuple(tools),
+        results=int(results),
+        total=int(total, 16),
+        joinable=bool(joinable),
+        continues=bool(continues),
+        last_outcome=last,
+        same_outcomes=int(same),
+        aware_run=int(aware),
+        turn_count=int(turn_count),
+        turn_tools=tuple(turn_tools),
+        units=tuple(Unit(str(d), tuple(t)) for d, t in units),
+        tails=(int(tails[0]), int(tails[1]), int(tails[2]), int(tails[3])),
+    )
