@@ -194,3 +194,15 @@ async def create_topics(settings: Settings, timeout: float = 30.0) -> list[Topic
         return await ensure_topics(admin, topic_specs(settings), timeout)
     finally:
         await admin.close()
+
+
+async def delete_topics(settings: Settings, prefix: str, timeout: float = 30.0) -> list[str]:
+    """Delete every topic whose name starts with `prefix` (the demo's clean-up)."""
+    admin = await connect_admin(settings, timeout)
+    try:
+        names = sorted(name for name in await admin.list_topics() if name.startswith(prefix))
+        if names:
+            await admin.delete_topics(names, timeout_ms=int(timeout * 1000))
+        return names
+    finally:
+        await admin.close()

@@ -6,16 +6,24 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from streams.demo.broker import BrokerError, ensure_broker
+from streams.commands.options import (
+    bootstrap_servers,
+    existing_dir,
+    int_at_least,
+    positive_float,
+)
+from streams.demo.broker import Broker, BrokerError, ensure_broker
 from streams.demo.fleet import Fleet, FleetSummary
+from streams.demo.naming import demo_names, new_run_prefix
 from streams.demo.worker_process import WorkerFailed, WorkerProcess, free_port
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, delete_topics
 from streams.settings import Settings, SettingsError
 
 SHARED_TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
@@ -26,29 +34,43 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser(
         "demo",
         help="the live demo: a worker and a simulated agent fleet (no model, no network)",
-        description="Use KAFKA_BOOTSTRAP_SERVERS or start the local broker, create the "
-        "topics, start `loopwatch worker`, then run simulated agents: some replay recorded "
-        "sessions, some fall into each loop kind and change approach once the warning "
-        "reaches their prompt. Prints each warning as it is placed, then a summary.",
+        description="Start a private broker on a free port (or use the one --bootstrap or "
+        "KAFKA_BOOTSTRAP_SERVERS names), create topics of the demo's own "
+        "(loopwatch-demo-<id>.*, removed at the end), start `loopwatch worker` under an "
+        "app id of its own, then run simulated agents: some replay recorded sessions, some "
+        "fall into each loop kind and change approach once the warning reaches their "
+        "prompt. Prints each warning as it is placed, then a summary.",
     )
     parser.add_argument(
-        "--keep-worker", action="store_true", help="leave the worker (and broker) running"
+        "--bootstrap",
+        type=bootstrap_servers,
+        metavar="HOST:PORT",
+        help="use this running broker instead of starting a private one "
+        "(default: KAFKA_BOOTSTRAP_SERVERS when set)",
+    )
+    parser.add_argument(
+        "--keep-worker",
+        action="store_true",
+        help="leave the worker, its topics (and a private broker) running",
     )
     parser.add_argument(
         "--trajectories",
-        type=Path,
+        type=existing_dir,
         default=SHARED_TRAJECTORIES,
         help="also replay the *.jsonl event files here, when the folder exists "
         "(default: ../shared/data/trajectories)",
     )
     parser.add_argument(
         "--max-sessions-per-file",
-        type=int,
+        type=int_at_least(1),
         default=None,
         help="replay at most this many sessions of each trajectory file",
     )
     parser.add_argument(
-        "--verdict-timeout", type=float, default=5.0, help="seconds a verdict wait may take"
+        "--verdict-timeout",
+        type=positive_float,
+        default=5.0,
+        help="seconds a verdict wait may take (default: %(default)s)",
     )
     parser.set_defaults(handler=run)
 
@@ -65,19 +87,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    broker = await asyncio.to_thread(ensure_broker)
     workdir = Path(tempfile.mkdtemp(prefix="loopwatch-demo-"))
-    env = {
-        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-        "LOOPWATCH_DATA_DIR": str(workdir / "data"),
-        "LOOPWATCH_WEB_PORT": str(free_port()),
-    }
-    settings = Settings.from_env({**env, **_configured()})
+    prefix = new_run_prefix()
+    private = args.bootstrap is None and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    # every setting is checked before a broker is started (the broker's address is the
+    # only one that comes later)
+    settings = Settings.from_env(
+        {
+            "LOOPWATCH_DATA_DIR": str(workdir / "data"),
+            "LOOPWATCH_WEB_PORT": str(free_port()),
+            **_configured(private_broker=private),
+            **demo_names(prefix),
+        }
+    )
+    broker = await asyncio.to_thread(ensure_broker, args.bootstrap, workdir / "kafka")
+    settings = settings.model_copy(update={"bootstrap_servers": broker.bootstrap_servers})
+    print(f"broker {broker.bootstrap_servers}; topics and consumer group {prefix}*")
     worker = WorkerProcess(settings, workdir / "worker.log")
-    keep = False
+    keep = topics_made = False
     try:
         for topic in await create_topics(settings):
             print(f"topic {topic.name}: {'created' if topic.created else 'exists'}")
+        topics_made = True
         started = time.monotonic()
         worker.start()
         await worker.wait_ready(timeout=120)
@@ -100,20 +131,50 @@ async def _demo(args: argparse.Namespace) -> int:
         keep = args.keep_worker
     finally:
         if keep:
-            print(f"worker left running: pid {worker.pid} (stop it with kill {worker.pid})")
-            if broker.leased:
-                print("local broker left running (stop it with make kafka-down)")
+            _print_left_running(worker, broker, prefix)
             worker.detach()
         else:
             code = await asyncio.to_thread(worker.stop)
             print(f"worker stopped (exit code {code})")
-            await asyncio.to_thread(broker.release)
+            await _clean_up(settings, broker, prefix, workdir, topics_made)
     return 0 if summary.loops_broken == summary.loops and not summary.clean_sessions_warned else 1
 
 
-def _configured() -> dict[str, str]:
-    # The user's LOOPWATCH_* / KAFKA_* settings win over the demo's defaults.
-    return {k: v for k, v in os.environ.items() if k.startswith(("LOOPWATCH_", "KAFKA_"))}
+async def _clean_up(
+    settings: Settings, broker: Broker, prefix: str, workdir: Path, topics_made: bool
+) -> None:
+    if broker.private:
+        await asyncio.to_thread(broker.release)
+        print("private broker stopped")
+    elif topics_made:
+        try:
+            deleted = await delete_topics(settings, prefix)
+            print(f"removed the demo's {len(deleted)} topics ({prefix}*)")
+        except (BrokerUnreachable, TopicError) as exc:
+            print(f"could not remove the demo's topics {prefix}*: {exc}", file=sys.stderr)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _print_left_running(worker: WorkerProcess, broker: Broker, prefix: str) -> None:
+    print(f"worker left running: pid {worker.pid} (stop it with kill {worker.pid})")
+    print(f"topics left in place: {prefix}*")
+    if broker.private:
+        print(f"private broker left running on {broker.bootstrap_servers}")
+        print(f"  stop it with: {broker.stop_command()}")
+
+
+_PRIVATE_BROKER_IGNORES = ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_", "KAFKA_SSL_")
+
+
+def _configured(private_broker: bool) -> dict[str, str]:
+    # The user's LOOPWATCH_* / KAFKA_* settings win over the demo's defaults (not over its
+    # names and broker); a private broker speaks plaintext whatever the user's security is.
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(("LOOPWATCH_", "KAFKA_"))
+        and not (private_broker and k.startswith(_PRIVATE_BROKER_IGNORES))
+    }
 
 
 def _print_summary(summary: FleetSummary) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from models.schema import event_schema, verdict_schema
+from streams.commands.options import output_dir
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -19,7 +20,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "(JSON Schema 2020-12) for runtimes in other languages.",
     )
     parser.add_argument(
-        "--out", help="directory to write the two files into (default: print one JSON object)"
+        "--out",
+        type=output_dir,
+        help="directory to write the files into; created if only it is missing "
+        "(default: print one JSON object)",
     )
     parser.set_defaults(handler=run)
 
@@ -33,9 +37,13 @@ def run(args: argparse.Namespace) -> int:
         json.dump(schemas, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, schema in schemas.items():
-        (out / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
-        print(f"wrote {out / name}", file=sys.stderr)
+    out: Path = args.out
+    try:
+        out.mkdir(exist_ok=True)
+        for name, schema in schemas.items():
+            (out / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+            print(f"wrote {out / name}", file=sys.stderr)
+    except OSError as exc:
+        print(f"loopwatch schema: cannot write to {out}: {exc.strerror}", file=sys.stderr)
+        return 1
     return 0

@@ -1,11 +1,14 @@
-"""The demo's broker: the one KAFKA_BOOTSTRAP_SERVERS names, else the local broker of
-ops/kafka, held with a lease (`kafka.sh acquire`/`release`): it is started when it is not
-running and stopped at the end only when the demo started it and nobody else (tests, a
-person's `make kafka-up`) still uses it."""
+"""The demo's broker: the one the user names (`--bootstrap`, else KAFKA_BOOTSTRAP_SERVERS),
+else a private broker of ops/kafka on a free port, with its data in the demo's work
+directory, held with a lease (`kafka.sh acquire`/`release`) and stopped at the end.
+
+A demo never attaches to a broker nobody told it about: on a laptop next to a real
+deployment, localhost:9092 may be that deployment."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,44 +24,85 @@ class BrokerError(RuntimeError):
 @dataclass(frozen=True)
 class Broker:
     bootstrap_servers: str
-    leased: bool
-    """True when the demo holds a lease on the local broker (and so must release it)."""
+    private_port: int | None = None
+    """The port of the demo's own broker (None: the user's broker)."""
+    data_dir: Path | None = None
+
+    @property
+    def private(self) -> bool:
+        return self.private_port is not None
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "KAFKA_DATA_DIR": str(self.data_dir)}
 
     def release(self) -> None:
-        if self.leased:
-            subprocess.run([str(KAFKA_SH), "release"], check=False, capture_output=True)
+        """Stop the demo's own broker (a user's broker is left alone)."""
+        if self.private_port is not None:
+            subprocess.run(
+                [str(KAFKA_SH), "--port", str(self.private_port), "release"],
+                check=False,
+                capture_output=True,
+                env=self._env(),
+            )
+
+    def stop_command(self) -> str:
+        return f"KAFKA_DATA_DIR={self.data_dir} {KAFKA_SH} --port {self.private_port} down"
 
 
-def ensure_broker() -> Broker:
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+def _free_port_pair() -> int:
+    # The private broker needs two ports: its listener and its KRaft controller (+1).
+    for _attempt in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        if port < 65535 and _is_free(port + 1):
+            return port
+    raise BrokerError("found no two free adjacent ports for the demo's broker")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def ensure_broker(bootstrap: str | None, data_dir: Path) -> Broker:
+    """The user's broker when named, else a private one started under `data_dir`."""
+    configured = (bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")).strip()
     if configured:
-        return Broker(configured, leased=False)
+        return Broker(configured)
     if not KAFKA_SH.is_file():
         raise BrokerError(
-            f"no local broker script at {KAFKA_SH}: set KAFKA_BOOTSTRAP_SERVERS to a broker"
+            f"no local broker script at {KAFKA_SH}: pass --bootstrap HOST:PORT "
+            "(or set KAFKA_BOOTSTRAP_SERVERS) to use a running broker"
         )
-    local = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
-    status = subprocess.run([str(KAFKA_SH), "status"], check=False, capture_output=True)
-    if status.returncode != 0:
-        print(
-            "starting the local Apache Kafka broker (ops/kafka/kafka.sh; the first start "
-            "downloads its jars with Maven) ...",
-            flush=True,
-        )
+    port = _free_port_pair()
+    broker = Broker(f"127.0.0.1:{port}", private_port=port, data_dir=data_dir)
+    print(
+        f"starting a private Apache Kafka broker on 127.0.0.1:{port} (ops/kafka/kafka.sh; "
+        "the first start downloads its jars with Maven; --bootstrap uses a running one) ...",
+        flush=True,
+    )
     try:
         # The lease is keyed by this process (the script's parent).
         up = subprocess.run(
-            [str(KAFKA_SH), "acquire"],
+            [str(KAFKA_SH), "--port", str(port), "acquire"],
             check=False,
             capture_output=True,
             text=True,
             timeout=_UP_TIMEOUT_SECONDS,
+            env=broker._env(),
         )
     except subprocess.TimeoutExpired as exc:
-        raise BrokerError(f"the local broker did not start within {_UP_TIMEOUT_SECONDS}s") from exc
+        broker.release()
+        raise BrokerError(f"the demo's broker did not start within {_UP_TIMEOUT_SECONDS}s") from exc
     if up.returncode != 0:
+        broker.release()
         raise BrokerError(
-            f"the local broker did not start (ops/kafka/kafka.sh acquire, exit {up.returncode}):\n"
-            f"{up.stdout}{up.stderr}\nor set KAFKA_BOOTSTRAP_SERVERS to a broker"
+            f"the demo's broker did not start (ops/kafka/kafka.sh acquire, exit "
+            f"{up.returncode}):\n{up.stdout}{up.stderr}\nor pass --bootstrap HOST:PORT"
         )
-    return Broker(local, leased=True)
+    return broker
