@@ -7,6 +7,7 @@ or `del table[key]` while an event of the same partition is current, as faust re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -16,11 +17,12 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from models import DetectionConfig
+from models import DetectionConfig, InvalidPolicy
 from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
 from streams.outputs import Outputs
+from streams.policy_book import PolicyBook
 from streams.processing import Duplicate, Processed, Rejected, process_record
 from streams.session_record import SessionRecord
 from streams.topics import Topics
@@ -47,6 +49,8 @@ class SessionAgent:
         max_event_bytes: int,
         drop_ended: bool,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        policies: PolicyBook | None = None,
+        policies_loaded: asyncio.Event | None = None,
     ) -> None:
         self._table = table
         self._outputs = outputs
@@ -59,6 +63,10 @@ class SessionAgent:
         self._max_event_bytes = max_event_bytes
         self._drop_ended = drop_ended
         self._clock = clock
+        self._policies = policies
+        # Set once the policy topic has been read up to its end at start-up: events wait
+        # for it, so none is judged by a policy older than what the topic held.
+        self._policies_loaded = policies_loaded
         # Verdict sends not yet acknowledged (value: a token of that send); the delivery
         # callback removes each one.
         self._inflight: dict[tuple[str, int], object] = {}
@@ -81,6 +89,8 @@ class SessionAgent:
         key: bytes | None = message.key
         value: bytes | None = message.value
         stored_key: list[bytes] = []
+        if self._policies_loaded is not None and not self._policies_loaded.is_set():
+            await self._policies_loaded.wait()
 
         def load(session_id: str) -> bytes | None:
             stored_key.append(session_id.encode())
@@ -104,6 +114,7 @@ class SessionAgent:
             sent_by_this_worker=self.sent_by_this_worker,
             drop_ended=self._drop_ended,
             decode=decode,
+            policies=self._policies,
         )
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
@@ -223,6 +234,11 @@ class SessionAgent:
             message.value,
             headers=dead_letter_headers(letter, source),
         )
+
+    async def dead_letter_policy(self, record: Any, error: InvalidPolicy) -> None:
+        """An invalid record on the policy topic (an aiokafka ConsumerRecord): to the
+        dead-letter topic with its error; the key's previous policy stays."""
+        await self._dead_letter(record, DeadLetter("policy", str(error)))
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the expiry index from them."""

@@ -19,6 +19,8 @@ from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from streams.policy_book import InvalidPolicy, PolicyBook
+from streams.policy_topic import PolicyFollower
 from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
@@ -78,11 +80,16 @@ class _Event(faust.Event):
         return acked
 
 
-def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
+def create_app(
+    settings: Settings, outputs: Outputs | None = None, *, follow_policies: bool = False
+) -> Any:
     """A configured faust app for these settings (not started).
 
     `outputs`: where records go (tests pass a recording one); by default batched through
     faust's aiokafka producer, or faust's own sends under exactly_once.
+    `follow_policies`: read the policy topic (docs/contract.md §9.7) in a task of the app
+    and hold events until it has been read to its end once; otherwise every agent is
+    judged by the settings' built-in policy.
     """
     app: Any = _App(
         settings.app_id,
@@ -148,6 +155,8 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         table.outputs = None  # faust's transaction manager writes the changelog
     else:
         table.outputs = outputs
+    policies = PolicyBook(settings.detection)
+    follower = _policy_follower(app, settings, policies, holder) if follow_policies else None
     agent = SessionAgent(
         table=table,
         topics=topics,
@@ -157,6 +166,8 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         metrics=metrics,
         max_event_bytes=settings.max_event_bytes,
         drop_ended=settings.ended_retention_seconds == 0,
+        policies=policies,
+        policies_loaded=None if follower is None else follower.loaded,
     )
     holder["agent"] = agent
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
@@ -197,7 +208,21 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
+    app.loopwatch_policies = policies
     return app
+
+
+def _policy_follower(
+    app: Any, settings: Settings, policies: PolicyBook, holder: dict[str, SessionAgent]
+) -> PolicyFollower:
+    """A task of the app that keeps `policies` in step with the policy topic."""
+
+    async def on_invalid_policy(record: Any, error: InvalidPolicy) -> None:
+        await holder["agent"].dead_letter_policy(record, error)
+
+    follower = PolicyFollower(settings, policies, on_invalid_policy)
+    app.task(follower.run)
+    return follower
 
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:

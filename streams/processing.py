@@ -14,6 +14,7 @@ from datetime import datetime
 from models import AgentEvent, DetectionConfig, InvalidEvent, LoopVerdict, decode_event
 from streams.dead_letters import DeadLetter, DeadLetterKind
 from streams.detector import observe
+from streams.policy_book import PolicyBook
 from streams.session_record import SessionRecord
 
 
@@ -60,6 +61,7 @@ def process_record(
     sent_by_this_worker: Callable[[str, int], bool] = lambda _sid, _seq: False,
     drop_ended: bool = False,
     decode: Callable[[bytes], SessionRecord] = SessionRecord.decode,
+    policies: PolicyBook | None = None,
 ) -> Outcome:
     """Process one record of `agent-events`; `load(session_id)` gives the session's
     stored table value (None when it has none).
@@ -71,6 +73,8 @@ def process_record(
     `drop_ended`: delete the state at `session_end` at once instead of keeping an ended
     marker (see `streams.expiry`).
     `decode` turns the stored value into a `SessionRecord` (the agent passes a cached one).
+    `policies`: per-agent policies (docs/contract.md §9.7); when given, the event's agent
+    is judged by its policy instead of `config`, and the verdict names that policy.
     """
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
@@ -93,7 +97,10 @@ def process_record(
             resend = None if sent_here else previous.unconfirmed_verdict(event.seq)
             return Duplicate(event, resend)
         state = None if previous is None else previous.state
-        new_state, verdict = observe(state, event, config, evaluated_at=now)
+        policy = None
+        if policies is not None:
+            config, policy = policies.judge(event.agent_id)
+        new_state, verdict = observe(state, event, config, evaluated_at=now, policy=policy)
     except Exception as exc:  # a detector bug must not stop the partition
         return Rejected(DeadLetter("internal", type(exc).__name__))
     if verdict is None:  # the detector saw a duplicate that the record did not

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from models import AgentEvent, DetectionConfig, LoopVerdict
+from models import AgentEvent, DetectionConfig, LoopVerdict, PolicyRef
 from streams.detector import SessionState, WarningTexts, observe
 from streams.detector.texts import DEFAULT_TEXTS
 
@@ -38,16 +38,26 @@ class ScanStats:
 class Scanner:
     """Feeds events to the detector, one state per session, in arrival order."""
 
-    def __init__(self, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS) -> None:
+    def __init__(
+        self,
+        config: DetectionConfig,
+        texts: WarningTexts = DEFAULT_TEXTS,
+        *,
+        policy: PolicyRef | None = None,
+    ) -> None:
         self.config = config
         self.texts = texts
+        self.policy = policy
+        """The policy record `config` came from, named in every verdict (None: none)."""
         self.stats = ScanStats()
         self._states: dict[str, SessionState] = {}
 
     def process(self, event: AgentEvent) -> LoopVerdict | None:
         """The event's verdict, or None for a duplicate / out-of-order event."""
         sid = event.session_id
-        state, verdict = observe(self._states.get(sid), event, self.config, texts=self.texts)
+        state, verdict = observe(
+            self._states.get(sid), event, self.config, texts=self.texts, policy=self.policy
+        )
         if verdict is None:
             self.stats.duplicates += 1
             return None

@@ -8,7 +8,17 @@ import sys
 import time
 from typing import IO, Any
 
-from models import ConfigError, DetectionConfig, InvalidEvent, decode_event
+from models import (
+    DEFAULT_KEY,
+    ConfigError,
+    DetectionConfig,
+    InvalidEvent,
+    InvalidPolicy,
+    Policy,
+    PolicyRef,
+    decode_event,
+    parse_policy,
+)
 from streams.scanner import Scanner
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -32,6 +42,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--mutating-failure-threshold", default="2", help="rule 1 threshold (default 2)"
     )
     parser.add_argument(
+        "--profile",
+        default="seed",
+        help="seed (default: SPEC §4's four rules) or extended (docs/contract.md §9)",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="judge every event with this policy record (JSON, docs/contract.md §9.6) as "
+        "the key *; instead of --profile and the thresholds",
+    )
+    parser.add_argument(
         "--warnings-only", action="store_true", help="print only verdicts with a warning"
     )
     parser.add_argument(
@@ -41,18 +62,34 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _config(args: argparse.Namespace) -> DetectionConfig:
-    values: dict[str, object] = {}
+    values: dict[str, object] = {"profile": args.profile}
     for key in ("threshold", "mutating_failure_threshold"):
         raw: str = getattr(args, key)
         values[key] = int(raw) if _INTEGER.match(raw.strip()) else raw
     return DetectionConfig(**values)
 
 
-def run(args: argparse.Namespace) -> int:
+def _policy(path: str) -> Policy:
     try:
-        config = _config(args)
+        with open(path, "rb") as source:
+            return parse_policy(DEFAULT_KEY, source.read())
+    except OSError as exc:
+        raise InvalidPolicy(f"cannot read {path}: {exc.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    ref: PolicyRef | None = None
+    try:
+        if args.policy is None:
+            config = _config(args)
+        else:
+            policy = _policy(args.policy)
+            config, ref = policy.config, policy.ref
     except ConfigError as exc:
         print(f"loopwatch scan: invalid config: {exc}", file=sys.stderr)
+        return 2
+    except InvalidPolicy as exc:
+        print(f"loopwatch scan: invalid policy {args.policy}: {exc}", file=sys.stderr)
         return 2
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
@@ -60,17 +97,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch scan: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
     with source:
-        scanner = scan_lines(source, sys.stdout.buffer, config, args.warnings_only)
+        scanner = scan_lines(source, sys.stdout.buffer, config, args.warnings_only, policy=ref)
     print(f"loopwatch scan: {scanner.stats.summary()}", file=sys.stderr)
     found = sum(scanner.stats.warnings.values())
     return 1 if args.fail_on_loop and found else 0
 
 
 def scan_lines(
-    source: IO[bytes], out: IO[bytes], config: DetectionConfig, warnings_only: bool = False
+    source: IO[bytes],
+    out: IO[bytes],
+    config: DetectionConfig,
+    warnings_only: bool = False,
+    *,
+    policy: PolicyRef | None = None,
 ) -> Scanner:
-    """Scan JSON lines from `source`, writing verdict lines to `out`."""
-    scanner = Scanner(config)
+    """Scan JSON lines from `source`, writing verdict lines to `out`; `policy` names the
+    record `config` came from in every verdict."""
+    scanner = Scanner(config, policy=policy)
     progress = sys.stderr.isatty()
     started = time.monotonic()
     write = out.write

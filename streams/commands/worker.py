@@ -70,7 +70,7 @@ def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLo
             # no spinner, so keep the level that was asked for.
             logger.setLevel(level)
 
-    worker = ServiceWorker(create_app(settings), loglevel=loglevel, loop=loop)
+    worker = ServiceWorker(create_app(settings, follow_policies=True), loglevel=loglevel, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:
