@@ -1,4 +1,4 @@
-"""The loopwatch wire contract (SPEC.md): events, verdicts, config and fingerprints.
+"""The loopwatch wire contract (docs/contract.md): events, verdicts, config and fingerprints.
 
 No I/O and nothing of faust or aiokafka: agent runtimes may import this package alone.
 """

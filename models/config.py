@@ -1,4 +1,4 @@
-"""Detection config (SPEC §7, contract §9): profile, thresholds, rule switches, exempt
+"""Detection config (docs/contract.md §7, §9): profile, thresholds, rule switches, exempt
 tools and per-tool thresholds, validated so a bad value names its key and value."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agent events (SPEC §2): one JSON object per record on `agent-events`."""
+"""Agent events (docs/contract.md §2): one JSON object per record on `agent-events`."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_string)]
 class _Event(BaseModel):
     """Fields common to every event."""
 
-    # Unknown extra fields are ignored (SPEC §2); models are immutable values.
+    # Unknown extra fields are ignored (docs/contract.md §2); models are immutable values.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     v: Literal[1] = 1
@@ -167,7 +167,7 @@ _JSON = json.JSONDecoder(parse_constant=_reject_constant)
 
 def decode_event(data: bytes | str) -> AgentEvent:
     """Decode one JSON event (UTF-8 bytes or str); raises `InvalidEvent` when it does not
-    fit SPEC §2."""
+    fit docs/contract.md §2."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
     except UnicodeDecodeError as exc:

@@ -1,4 +1,4 @@
-"""Fingerprints of tool calls and results (SPEC §3).
+"""Fingerprints of tool calls and results (docs/contract.md §3).
 
 The algorithm is fixed so that a runtime that fingerprints locally and the stream app
 that fingerprints raw fields produce byte-identical digests.

@@ -8,19 +8,27 @@ from models.events import EVENT_ADAPTER
 from models.verdicts import VERDICT_ADAPTER
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# Stable identifiers, so that other schemas and validators can refer to these by URI;
+# the version in the path is the records' `v`.
+EVENT_SCHEMA_ID = "https://loopwatch.dev/schema/agent-event/v1.json"
+VERDICT_SCHEMA_ID = "https://loopwatch.dev/schema/loop-verdict/v1.json"
 
 
 def event_schema() -> dict[str, Any]:
-    """Schema of one `agent-events` record (SPEC §2)."""
-    return _with_header(EVENT_ADAPTER.json_schema(mode="validation"), "loopwatch agent event v1")
-
-
-def verdict_schema() -> dict[str, Any]:
-    """Schema of one `loop-verdicts` / `loop-warnings` record (SPEC §5)."""
+    """Schema of one `agent-events` record (docs/contract.md §2)."""
     return _with_header(
-        VERDICT_ADAPTER.json_schema(mode="serialization"), "loopwatch loop verdict v1"
+        EVENT_ADAPTER.json_schema(mode="validation"), EVENT_SCHEMA_ID, "loopwatch agent event v1"
     )
 
 
-def _with_header(schema: dict[str, Any], title: str) -> dict[str, Any]:
-    return {"$schema": SCHEMA_DIALECT, "title": title, **schema}
+def verdict_schema() -> dict[str, Any]:
+    """Schema of one `loop-verdicts` / `loop-warnings` record (docs/contract.md §5)."""
+    return _with_header(
+        VERDICT_ADAPTER.json_schema(mode="serialization"),
+        VERDICT_SCHEMA_ID,
+        "loopwatch loop verdict v1",
+    )
+
+
+def _with_header(schema: dict[str, Any], schema_id: str, title: str) -> dict[str, Any]:
+    return {"$schema": SCHEMA_DIALECT, "$id": schema_id, "title": title, **schema}

@@ -1,4 +1,4 @@
-"""Verdicts (SPEC §5): one per processed event on `loop-verdicts`; warnings also on
+"""Verdicts (docs/contract.md §5): one per processed event on `loop-verdicts`; warnings also on
 `loop-warnings`."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ RULES: tuple[RuleName, ...] = (
     "repeated_read_range",
     "repeated_batch",
 )
-"""The seed's rules in evaluation order (SPEC §4): the first that matches gives the warning."""
+"""The seed's rules in evaluation order (docs/contract.md §4): the first that matches gives
+the warning."""
 ALL_RULES: tuple[RuleName, ...] = (*RULES, "repeated_call_in_turn", "repeated_cycle")
 """Every rule in evaluation order (docs/contract.md §9.1); a profile enables a subset."""
 

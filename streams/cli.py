@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from streams.commands import COMMANDS
 
@@ -14,11 +15,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopwatch",
         description="Fleet-wide tool-loop detection for AI agents.",
+        epilog="The wire and behaviour contract (events, fingerprints, rules, verdicts, "
+        "placement, dead letters) is docs/contract.md in the loopwatch project.",
     )
+    parser.add_argument("--version", action="version", version=f"loopwatch {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for register in COMMANDS:
         register(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("loopwatch")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

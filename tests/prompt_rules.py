@@ -1,4 +1,4 @@
-"""The structural rules of the two prompt formats, as checks for tests.
+"""The structural rules of the three prompt formats, as checks for tests.
 
 OpenAI Chat: the `tool` messages answering an assistant message's `tool_calls` follow it
 directly, one per call id; a `tool` message appears nowhere else.
@@ -7,6 +7,13 @@ Anthropic Messages: roles are `user` and `assistant` only (system is top-level),
 alternate starting with `user`; in a user turn the `tool_result` blocks come first; every
 `tool_use` is answered by a `tool_result` in the very next user turn, and a `tool_result`
 answers only a `tool_use` of the turn just before.
+
+OpenAI Responses input items: every `function_call` is answered by exactly one
+`function_call_output` with its `call_id`, and an output answers only a call before it;
+while calls are unanswered only further calls and their outputs may come (nothing of
+ours between a call and its output); a `reasoning` item is followed directly by the
+model output it belongs to (a `function_call` or an assistant `message`); message items
+have the roles `system`, `developer`, `user` or `assistant`.
 """
 
 from __future__ import annotations
@@ -60,6 +67,29 @@ def check_anthropic(messages: Sequence[dict[str, Any]]) -> None:
         assert all(b.get("type") != "text" or b.get("text") for b in blocks), f"{index}: empty text"
         previous_tool_uses = Counter()
     assert not previous_tool_uses, "the last assistant tool_use is unanswered"
+
+
+def check_responses(items: Sequence[dict[str, Any]]) -> None:
+    """Raise AssertionError naming the first broken rule."""
+    pending: Counter[str] = Counter()
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            pending[item["call_id"]] += 1
+        elif kind == "function_call_output":
+            assert pending[item["call_id"]] > 0, f"{index}: output answers no pending call"
+            pending[item["call_id"]] -= 1
+        else:
+            assert not +pending, f"{index}: {kind} between calls {sorted(+pending)} and outputs"
+        if kind == "message":
+            assert item.get("role") in ("system", "developer", "user", "assistant"), f"{index}"
+        if kind == "reasoning":
+            following = items[index + 1] if index + 1 < len(items) else {}
+            assert following.get("type") == "function_call" or (
+                following.get("type", "message") == "message"
+                and following.get("role") == "assistant"
+            ), f"{index}: reasoning not followed by its output"
+    assert not +pending, f"unanswered calls {sorted(+pending)}"
 
 
 def anthropic_blocks(messages: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

@@ -1,24 +1,52 @@
 """What an agent runtime imports: publish events, await verdicts, place warnings.
 
 `LoopwatchClient` (one per process) opens a `Session` per conversation; `placement`
-turns a history plus the session's warnings into the next prompt (SPEC §6).
+turns a history plus the session's warnings into the next prompt (docs/contract.md §6).
+`HistoryTracker` (`client.tracker(session_id, fmt)`) does both from a plain history in
+one call per model call; `history_events` is its pure history-to-events conversion. The
+framework adapters (`streams.client.langchain`, `.openai_agents`, `.pydantic_ai`,
+`.claude_agent`) each import their framework and are not imported here.
 """
 
 from streams.client.client import LoopwatchClient
 from streams.client.encoding import Call
+from streams.client.history import (
+    Format,
+    HistoryEvent,
+    HistoryReader,
+    as_agent_events,
+    history_events,
+)
 from streams.client.ledger import PlacedWarning
-from streams.client.placement import MARKER, place_anthropic, place_openai
+from streams.client.placement import (
+    MARKER,
+    openai_points,
+    place_anthropic,
+    place_openai,
+    place_responses,
+    responses_points,
+)
 from streams.client.session import Session, VerdictWait
 from streams.client.stats import ClientStats
+from streams.client.tracker import HistoryTracker
 
 __all__ = [
     "MARKER",
     "Call",
     "ClientStats",
+    "Format",
+    "HistoryEvent",
+    "HistoryReader",
+    "HistoryTracker",
     "LoopwatchClient",
     "PlacedWarning",
     "Session",
     "VerdictWait",
+    "as_agent_events",
+    "history_events",
+    "openai_points",
     "place_anthropic",
     "place_openai",
+    "place_responses",
+    "responses_points",
 ]

@@ -8,11 +8,12 @@
             prompt = place_openai(history, session.warnings_by_message())
 
 Publishing and waiting never raise into the turn for broker trouble: a failed publish is
-logged and counted, a verdict wait that times out returns what it has (SPEC §6).
+logged and counted, a verdict wait that times out returns what it has (docs/contract.md §6).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -22,9 +23,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from streams.client.encoding import EventEncoder
+from streams.client.history import Format, ToolError
 from streams.client.reader import VerdictReader
 from streams.client.session import Session
 from streams.client.stats import ClientStats
+from streams.client.tracker import HistoryTracker
 
 if TYPE_CHECKING:
     from streams.settings import Settings
@@ -53,7 +56,7 @@ class LoopwatchClient:
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         """`kafka_options`: extra aiokafka keyword arguments (security, client id, ...).
-        `local_fingerprints`: send fingerprints instead of raw content (SPEC §3).
+        `local_fingerprints`: send fingerprints instead of raw content (docs/contract.md §3).
         `log_timeouts`: log each verdict wait that gives up (they are counted either way)."""
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic
@@ -77,6 +80,9 @@ class LoopwatchClient:
         )
         self._reader: VerdictReader | None = None
         self._sessions: dict[str, Session] = {}
+        self._trackers: dict[str, HistoryTracker] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the client was started on (adapters of sync frameworks use it)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> LoopwatchClient:
@@ -99,6 +105,7 @@ class LoopwatchClient:
         await self.stop()
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         await self._producer.start()
         try:
             await self._consumer.start()
@@ -151,8 +158,33 @@ class LoopwatchClient:
         self._sessions[session_id] = session
         return session
 
+    async def tracker(
+        self,
+        session_id: str,
+        fmt: Format,
+        *,
+        tool_error: ToolError | None = None,
+        agent_id: str | None = None,
+        first_seq: int = 0,
+    ) -> HistoryTracker:
+        """The history tracker of a session in one API's format, opening the session on
+        first use (the framework adapters call this before every model call)."""
+        tracker = self._trackers.get(session_id)
+        if tracker is None:
+            session = await self.open_session(session_id, agent_id=agent_id, first_seq=first_seq)
+            tracker = HistoryTracker(session, fmt, tool_error=tool_error)
+            self._trackers[session_id] = tracker
+        return tracker
+
+    async def end_session(self, session_id: str) -> None:
+        """Publish `session_end` for a session opened by `tracker()` (no-op if unknown)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            await session.end()
+
     def _forget(self, session: Session) -> None:
         self._sessions.pop(session.session_id, None)
+        self._trackers.pop(session.session_id, None)
         if self._reader is not None:
             self._reader.unwatch(session.session_id)
 

@@ -1,9 +1,9 @@
-"""Event records as a runtime sends them (SPEC §2), optionally with local fingerprints.
+"""Event records as a runtime sends them (docs/contract.md §2), optionally with local fingerprints.
 
 With `local_fingerprints`, raw arguments, results and error texts never leave the runtime:
 calls carry only `fingerprint`, results only `call_fingerprint` and `result_fingerprint`
-(SPEC §3), message texts are left out, and a failed result carries a fixed placeholder in
-`error`: the rules read failure from `error` being a string, its text stays at home.
+(docs/contract.md §3), message texts are left out, and a failed result carries a fixed
+placeholder in `error`: the rules read failure from `error` being a string, its text stays at home.
 """
 
 from __future__ import annotations

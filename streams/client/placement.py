@@ -1,4 +1,5 @@
-"""Warnings into a model prompt (SPEC §6), for OpenAI Chat and Anthropic Messages.
+"""Warnings into a model prompt (docs/contract.md §6): OpenAI Chat, Anthropic Messages and
+OpenAI Responses API input items.
 
 Pure functions: no I/O, and the caller's history is never modified (every message that
 gets a warning is rebuilt; the others are deep-copied).
@@ -13,6 +14,12 @@ The API requires the `tool` messages answering an assistant's `tool_calls` to fo
 directly, so a warning whose message is an assistant message with tool calls, or a
 `tool` message, goes after the whole run of `tool` messages that follows; several
 warnings at one point keep the order of their messages.
+
+Responses API items: a warning is a `system` message item right after its item. A
+`function_call` and its `function_call_output` are kept together (and a `reasoning` item
+never gets anything between it and the item after it, since a warning is never anchored
+to a `reasoning` item): a warning of a `function_call` goes past the step's following
+calls and then their outputs, one of a `function_call_output` past the following outputs.
 
 Anthropic Messages: there are no system messages mid-conversation, so a warning is a
 text block (`[loopwatch] ...`) inside a user turn, keeping roles alternating and
@@ -31,7 +38,7 @@ before the next model call, and these rules rely on it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 MARKER = "[loopwatch] "
@@ -48,17 +55,58 @@ def warning_text(message: str) -> str:
 
 def place_openai(messages: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
     """The prompt for OpenAI Chat: `messages` with each warning as a system message."""
+    return _insert(messages, openai_points(messages, warnings), _chat_warning)
+
+
+def place_responses(items: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
+    """The input for the OpenAI Responses API: each warning as a system message item."""
+    return _insert(items, responses_points(items, warnings), _responses_warning)
+
+
+def openai_points(messages: Sequence[Message], warnings: WarningsByMessage) -> dict[int, list[str]]:
+    """Where warnings go in an OpenAI Chat history: index to insert after -> placed texts.
+
+    For adapters that insert their framework's own message objects."""
+    return _points(messages, warnings, _openai_point)
+
+
+def responses_points(items: Sequence[Message], warnings: WarningsByMessage) -> dict[int, list[str]]:
+    """Where warnings go among Responses API input items: index to insert after -> texts."""
+    return _points(items, warnings, _responses_point)
+
+
+def _points(
+    messages: Sequence[Message],
+    warnings: WarningsByMessage,
+    point_of: Callable[[Sequence[Message], int], int],
+) -> dict[int, list[str]]:
     _check_indexes(warnings, len(messages))
     pending: dict[int, list[str]] = {}
     for index in sorted(warnings):
-        point = _openai_point(messages, index)
-        pending.setdefault(point, []).extend(warning_text(t) for t in warnings[index])
+        pending.setdefault(point_of(messages, index), []).extend(
+            warning_text(t) for t in warnings[index]
+        )
+    return pending
+
+
+def _insert(
+    messages: Sequence[Message],
+    points: Mapping[int, Sequence[str]],
+    make: Callable[[str], dict[str, Any]],
+) -> list[dict[str, Any]]:
     prompt: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         prompt.append(copy.deepcopy(dict(message)))
-        for text in pending.get(index, ()):
-            prompt.append({"role": "system", "content": text})
+        prompt.extend(make(text) for text in points.get(index, ()))
     return prompt
+
+
+def _chat_warning(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def _responses_warning(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "system", "content": text}
 
 
 def _openai_point(messages: Sequence[Message], index: int) -> int:
@@ -68,6 +116,18 @@ def _openai_point(messages: Sequence[Message], index: int) -> int:
         message.get("role") == "assistant" and message.get("tool_calls")
     ):
         while index + 1 < len(messages) and messages[index + 1].get("role") == "tool":
+            index += 1
+    return index
+
+
+def _responses_point(items: Sequence[Message], index: int) -> int:
+    """After a call: past the step's further calls, then past their outputs."""
+    kinds = ("function_call", "function_call_output")
+    kind = items[index].get("type")
+    if kind not in kinds:
+        return index
+    for skipped in kinds[kinds.index(kind) :]:
+        while index + 1 < len(items) and items[index + 1].get("type") == skipped:
             index += 1
     return index
 

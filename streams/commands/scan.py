@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "scan",
         help="detect loops in a JSON-lines file of events (no broker needed)",
         description=(
-            "Read events (SPEC §2) as JSON lines, any number of interleaved sessions, and "
-            "print one verdict JSON line per processed event, in input order. Duplicate "
+            "Read events (docs/contract.md §2) as JSON lines, any number of interleaved "
+            "sessions, and print one verdict JSON line per processed event, in input order. "
+            "Duplicate "
             "and out-of-order events get no line; undecodable lines are reported on "
             "stderr and skipped."
         ),

@@ -1,18 +1,17 @@
-"""A simulated agent's conversation: its history in one API's message format, the events
-it publishes, and the prompt it would send (history + placed warnings, SPEC §6).
-
-This is what a real runtime does around its model call; the demo's agents and the
-end-to-end tests drive it.
+"""A simulated agent's conversation: its history in one API's message format, published
+and turned into prompts by the public `HistoryTracker` (docs/contract.md §6), as a real
+runtime would use it around its model call. The demo's agents and the end-to-end tests
+drive it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from streams.client import MARKER, Call, PlacedWarning, Session, place_anthropic, place_openai
+from streams.client import MARKER, Call, HistoryTracker, PlacedWarning, Session
 
 Format = Literal["openai", "anthropic"]
 
@@ -30,7 +29,7 @@ OnPlaced = Callable[["Conversation", PlacedWarning], None]
 
 
 class Conversation:
-    """History in OpenAI Chat or Anthropic Messages form, published event by event."""
+    """History in OpenAI Chat or Anthropic Messages form, published as it grows."""
 
     def __init__(self, session: Session, fmt: Format, on_placed: OnPlaced | None = None) -> None:
         self.session = session
@@ -39,16 +38,20 @@ class Conversation:
         self.system_prompt: str | None = None  # Anthropic: top-level, not a message
         self._on_placed = on_placed
         self._reported: set[int] = set()  # seqs of warnings already reported as placed
+        # Chat `tool` messages have no error flag: the demo knows which calls failed.
+        self._errors: dict[str, str] = {}
+        self.tracker = HistoryTracker(session, fmt, tool_error=self._tool_error)
 
     async def system(self, text: str) -> None:
         if self.format == "anthropic":
             self.system_prompt = text
-            await self.session.system(text)
         else:
-            await self.session.system(text, message_index=self._append("system", text))
+            self.history.append({"role": "system", "content": text})
+        await self._publish()
 
     async def user(self, text: str) -> None:
-        await self.session.user(text, message_index=self._append("user", text))
+        self.history.append({"role": "user", "content": text})
+        await self._publish()
 
     async def assistant(self, text: str | None, calls: Sequence[Call] = ()) -> None:
         if self.format == "openai":
@@ -70,10 +73,13 @@ class Conversation:
             ]
             message = {"role": "assistant", "content": blocks}
         self.history.append(message)
-        await self.session.assistant(text, calls, message_index=len(self.history) - 1)
+        await self._publish()
 
     async def results(self, outcomes: Sequence[Outcome]) -> None:
         """The results of one tool step, in call order."""
+        for outcome in outcomes:
+            if outcome.error is not None:
+                self._errors[outcome.call.id] = outcome.error
         if self.format == "anthropic":  # one user turn carries every result of the step
             blocks = [
                 {
@@ -85,35 +91,30 @@ class Conversation:
                 for o in outcomes
             ]
             self.history.append({"role": "user", "content": blocks})
-        for outcome in outcomes:
-            if self.format == "openai":
-                self.history.append(
-                    {"role": "tool", "tool_call_id": outcome.call.id, "content": _text_of(outcome)}
-                )
-            await self.session.tool_result(
-                outcome.call.id,
-                outcome.call.name,
-                outcome.result,
-                outcome.error,
-                message_index=len(self.history) - 1,
+        else:
+            self.history.extend(
+                {"role": "tool", "tool_call_id": o.call.id, "content": _text_of(o)}
+                for o in outcomes
             )
+        await self._publish()
 
     async def prompt(self) -> list[dict[str, Any]]:
         """Wait for the verdict of the newest event (fail-open), then build the prompt."""
-        wait = await self.session.verdicts()
-        placed = self.session.warnings_by_message()
-        place = place_openai if self.format == "openai" else place_anthropic
-        prompt = place(self.history, placed)
-        if self._on_placed is not None:
+        prompt = await self.tracker.prompt(self.history, system=self.system_prompt)
+        wait = self.tracker.last_wait
+        if self._on_placed is not None and wait is not None:
             for warning in wait.warnings:
                 if warning.seq not in self._reported and warning.message_index is not None:
                     self._reported.add(warning.seq)
                     self._on_placed(self, warning)
         return prompt
 
-    def _append(self, role: str, text: str) -> int:
-        self.history.append({"role": role, "content": text})
-        return len(self.history) - 1
+    async def _publish(self) -> None:
+        await self.tracker.publish(self.history, system=self.system_prompt)
+
+    def _tool_error(self, result: Mapping[str, Any]) -> str | None:
+        call_id = result.get("tool_call_id", result.get("tool_use_id"))
+        return self._errors.get(call_id) if isinstance(call_id, str) else None
 
 
 def warnings_in(prompt: Sequence[dict[str, Any]]) -> list[str]:

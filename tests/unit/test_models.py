@@ -183,3 +183,6 @@ def test_json_schemas_describe_the_contract() -> None:
     }
     verdicts = verdict_schema()
     assert set(verdicts["required"]) >= {"session_id", "seq", "warning", "event_ts"}
+    # stable, distinct ids that name the record and its version (docs/contract.md §1)
+    assert events["$id"].endswith("/agent-event/v1.json")
+    assert verdicts["$id"].endswith("/loop-verdict/v1.json")

@@ -117,3 +117,22 @@ def test_shared_swe_agent_flag_loop_is_found() -> None:
     done = scan("--warnings-only", str(files[0]))
     warned = {json.loads(line)["session_id"] for line in done.stdout.splitlines()}
     assert "swe-trajectories_demonstrations_ctf_crypto_eps" in warned
+
+
+def test_version_and_help_name_the_contract_users_have() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert shown.stdout.startswith("loopwatch 0.")
+    helped = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "docs/contract.md" in helped.stdout and "SPEC" not in helped.stdout

@@ -1,0 +1,274 @@
+"""A model API's message history as loopwatch events (docs/contract.md §6), pure.
+
+`history_events(messages, "openai" | "anthropic" | "responses")` turns a whole history
+into the events a runtime publishes for it, each with the index of the message it comes
+from. `HistoryReader` does the same piece by piece (it remembers the tool names of the
+calls a later result answers), which is what `HistoryTracker` needs; `as_agent_events`
+gives the events their session, `seq` and time, e.g. to scan a recorded transcript.
+
+Messages that are placed warnings (text starting with `[loopwatch] `) are skipped: a
+history that was fed back with its warnings must not report them as conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from models import EVENT_ADAPTER, AgentEvent
+from streams.client.encoding import Call
+from streams.client.placement import MARKER
+
+Format = Literal["openai", "anthropic", "responses"]
+FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses")
+
+EventKind = Literal["user_message", "system_message", "assistant_message", "tool_result"]
+
+ToolError = Callable[[Mapping[str, Any]], str | None]
+"""Given a tool result (Chat `tool` message, Anthropic `tool_result` block or Responses
+`function_call_output` item), its error text, or None when it succeeded."""
+
+_NAMES_REMEMBERED = 1024  # call id -> tool name, for results that come later
+_MODEL_OUTPUT_ITEMS = frozenset({"reasoning", "function_call"})
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One event of a history, before it gets a session, `seq` and time."""
+
+    kind: EventKind
+    message_index: int
+    """Index of the history message it comes from (a warning is placed after it)."""
+    text: str | None = None
+    calls: tuple[Call, ...] = ()
+    call_id: str | None = None
+    tool_name: str | None = None
+    result: Any = None
+    error: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The event's own fields on the wire (docs/contract.md §2)."""
+        if self.kind == "assistant_message":
+            calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.calls]
+            return {"text": self.text, "tool_calls": calls}
+        if self.kind == "tool_result":
+            return {
+                "call_id": self.call_id,
+                "tool_name": self.tool_name,
+                "result": self.result,
+                "error": self.error,
+            }
+        return {"text": self.text}
+
+
+def anthropic_tool_error(block: Mapping[str, Any]) -> str | None:
+    """An Anthropic `tool_result` block with `is_error: true` failed with its text."""
+    return _plain_text(block.get("content")) or "" if block.get("is_error") else None
+
+
+def no_tool_error(_result: Mapping[str, Any]) -> str | None:
+    """Chat and Responses results carry no error flag: every result counts as a success."""
+    return None
+
+
+class HistoryReader:
+    """Turns consecutive parts of one history into events; remembers call names."""
+
+    def __init__(self, fmt: Format, tool_error: ToolError | None = None) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown history format {fmt!r}; expected one of {FORMATS}")
+        self.format: Format = fmt
+        self._tool_error = tool_error or (
+            anthropic_tool_error if fmt == "anthropic" else no_tool_error
+        )
+        self._names: OrderedDict[str, str] = OrderedDict()
+
+    def events(self, messages: Sequence[Mapping[str, Any]], start: int = 0) -> list[HistoryEvent]:
+        """The events of `messages[start:]`; message indexes count from 0 in `messages`."""
+        read = {"openai": self._chat, "anthropic": self._anthropic, "responses": self._responses}
+        return read[self.format](messages, start)
+
+    def system_prompt(self, text: str) -> HistoryEvent:
+        """Anthropic's top-level system prompt, as an event placed before everything."""
+        return HistoryEvent("system_message", -1, text=text)
+
+    # -- OpenAI Chat ---------------------------------------------------------------------
+
+    def _chat(self, messages: Sequence[Mapping[str, Any]], start: int) -> list[HistoryEvent]:
+        events = []
+        for index in range(start, len(messages)):
+            message = messages[index]
+            role = message.get("role")
+            text = _plain_text(message.get("content"))
+            if role in ("system", "developer", "user"):
+                if not _is_warning(text):
+                    kind: EventKind = "user_message" if role == "user" else "system_message"
+                    events.append(HistoryEvent(kind, index, text=text))
+            elif role == "assistant":
+                calls = [
+                    Call(c.get("id", ""), c["function"]["name"], _arguments(c["function"]))
+                    for c in message.get("tool_calls") or ()
+                ]
+                events.append(self._assistant(index, text, calls))
+            elif role == "tool":
+                events.append(self._result(index, message.get("tool_call_id", ""), message))
+        return events
+
+    # -- Anthropic Messages --------------------------------------------------------------
+
+    def _anthropic(self, messages: Sequence[Mapping[str, Any]], start: int) -> list[HistoryEvent]:
+        events = []
+        for index in range(start, len(messages)):
+            message = messages[index]
+            blocks = _blocks(message.get("content"))
+            if message.get("role") == "assistant":
+                calls = [
+                    Call(b.get("id", ""), b.get("name", ""), b.get("input", {}))
+                    for b in blocks
+                    if b.get("type") == "tool_use"
+                ]
+                texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+                events.append(self._assistant(index, "\n".join(texts) or None, calls))
+                continue
+            others = []
+            for block in blocks:
+                if block.get("type") == "tool_result":
+                    events.append(self._result(index, block.get("tool_use_id", ""), block))
+                elif not (block.get("type") == "text" and _is_warning(block.get("text"))):
+                    others.append(block)
+            if others or not blocks:
+                text = "\n".join(b.get("text", "") for b in others if b.get("type") == "text")
+                events.append(HistoryEvent("user_message", index, text=text or None))
+        return events
+
+    # -- OpenAI Responses API input items ------------------------------------------------
+
+    def _responses(self, items: Sequence[Mapping[str, Any]], start: int) -> list[HistoryEvent]:
+        events = []
+        turn_texts: list[str] = []
+        turn_calls: list[Call] = []
+        for index in range(start, len(items)):
+            item = items[index]
+            kind = item.get("type", "message")
+            role = item.get("role")
+            if kind == "function_call":
+                arguments = _arguments(item)
+                turn_calls.append(Call(item.get("call_id", ""), item.get("name", ""), arguments))
+            elif kind == "message" and role == "assistant":
+                turn_texts.append(_plain_text(item.get("content")) or "")
+            elif kind == "function_call_output":
+                events.append(self._result(index, item.get("call_id", ""), item))
+            elif kind == "message" and role in ("system", "developer", "user"):
+                text = _plain_text(item.get("content"))
+                if not _is_warning(text):
+                    event_kind: EventKind = "user_message" if role == "user" else "system_message"
+                    events.append(HistoryEvent(event_kind, index, text=text))
+            elif kind not in _MODEL_OUTPUT_ITEMS:
+                continue  # built-in tool calls and the like: not part of the seed contract
+            # One model turn is one assistant event, anchored to the turn's last item.
+            following = items[index + 1] if index + 1 < len(items) else None
+            in_turn = kind in _MODEL_OUTPUT_ITEMS or (kind == "message" and role == "assistant")
+            if in_turn and (following is None or not _is_model_output(following)):
+                text = "\n".join(t for t in turn_texts if t) or None
+                events.append(self._assistant(index, text, turn_calls))
+                turn_texts, turn_calls = [], []
+        return events
+
+    # -- shared --------------------------------------------------------------------------
+
+    def _assistant(self, index: int, text: str | None, calls: Sequence[Call]) -> HistoryEvent:
+        for call in calls:
+            self._names[call.id] = call.name
+            while len(self._names) > _NAMES_REMEMBERED:
+                self._names.popitem(last=False)
+        return HistoryEvent("assistant_message", index, text=text, calls=tuple(calls))
+
+    def _result(self, index: int, call_id: str, message: Mapping[str, Any]) -> HistoryEvent:
+        content = message.get("output") if self.format == "responses" else message.get("content")
+        return HistoryEvent(
+            "tool_result",
+            index,
+            call_id=call_id,
+            tool_name=self._names.get(call_id, message.get("name") or "unknown"),
+            result=_result_value(content),
+            error=self._tool_error(message),
+        )
+
+
+def history_events(
+    messages: Sequence[Mapping[str, Any]], fmt: Format, tool_error: ToolError | None = None
+) -> list[HistoryEvent]:
+    """The events of a whole history, in order (pure)."""
+    return HistoryReader(fmt, tool_error).events(messages)
+
+
+def as_agent_events(
+    events: Iterable[HistoryEvent],
+    *,
+    session_id: str,
+    started: datetime,
+    agent_id: str | None = None,
+    first_seq: int = 0,
+) -> list[AgentEvent]:
+    """Validated wire events: `seq` from `first_seq` on, one millisecond apart from
+    `started` (a recorded transcript has no times of its own)."""
+    out = []
+    for offset, event in enumerate(events):
+        record = {
+            "type": event.kind,
+            "session_id": session_id,
+            "seq": first_seq + offset,
+            "ts": started + timedelta(milliseconds=offset),
+            "agent_id": agent_id,
+            **event.body(),
+        }
+        out.append(EVENT_ADAPTER.validate_python(record))
+    return out
+
+
+def _is_model_output(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type", "message")
+    return kind in _MODEL_OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant")
+
+
+def _is_warning(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith(MARKER)
+
+
+def _blocks(content: Any) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or () if isinstance(b, Mapping)]
+
+
+def _plain_text(content: Any) -> str | None:
+    """The text of a message's content: a string, or the text parts of a part list."""
+    if content is None or isinstance(content, str):
+        return content
+    texts = [
+        b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def _arguments(function: Mapping[str, Any]) -> Any:
+    """Call arguments: Chat and Responses send them as a JSON string."""
+    raw = function.get("arguments")
+    if not isinstance(raw, str):
+        return raw if raw is not None else {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw  # not JSON: fingerprinted as the string it is
+
+
+def _result_value(content: Any) -> Any:
+    """A result's content as JSON: text parts joined, anything else as it is."""
+    value = _plain_text(content) if isinstance(content, list) else content
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value, default=str))  # plain JSON, whatever it was

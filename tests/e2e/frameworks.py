@@ -1,0 +1,27 @@
+"""Shared by the framework adapter tests: a scripted tool loop and what to check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streams.client import MARKER
+
+LOOP_STEPS = 3  # the same call and result thrice: repeated_result (and repeated_batch)
+VERDICT_TIMEOUT = 30.0  # generous: a slow CI machine must not fail open
+
+
+def search_arguments(step: int, *, looping: bool) -> dict[str, Any]:
+    """The looping agent searches for the same thing; the clean one changes its query."""
+    return {"query": "direct flights SFO JFK" if looping else f"query number {step}"}
+
+
+def search_result(arguments: dict[str, Any]) -> str:
+    """The tool: nothing found, the same answer for the same query."""
+    return f"no results for {arguments['query']}"
+
+
+def warnings_in(request: Any) -> list[str]:
+    """The loopwatch warnings anywhere in a model request (any framework's objects)."""
+    text = json.dumps(request, default=lambda o: getattr(o, "__dict__", str(o)))
+    return [part for part in text.split('"') if part.startswith(MARKER)]

@@ -1,0 +1,94 @@
+"""LangChain: a real `create_agent` loop driven by LangChain's fake chat model, with the
+middleware against the real broker and worker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from streams.client import MARKER, LoopwatchClient
+from streams.client.langchain import LoopwatchMiddleware
+from streams.demo.worker_process import WorkerProcess
+from streams.settings import Settings
+from tests.e2e.frameworks import (
+    LOOP_STEPS,
+    VERDICT_TIMEOUT,
+    search_arguments,
+    search_result,
+    warnings_in,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+class RecordingFakeModel(GenericFakeChatModel):
+    """LangChain's fake chat model, which also remembers every request it was sent."""
+
+    requests: list[list[BaseMessage]]
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self  # the scripted answers already name the tools
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.requests.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+@tool
+def search(query: str) -> str:
+    """Search for flights."""
+    return search_result({"query": query})
+
+
+def scripted_model(*, looping: bool) -> RecordingFakeModel:
+    answers: list[AIMessage | str] = [
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "search", "args": search_arguments(n, looping=looping), "id": f"c{n}"}
+            ],
+        )
+        for n in range(LOOP_STEPS)
+    ]
+    answers.append(AIMessage(content="There is no such flight."))
+    return RecordingFakeModel(messages=iter(answers), requests=[])
+
+
+async def run_agent(client: LoopwatchClient, *, looping: bool, thread: str) -> Any:
+    model = scripted_model(looping=looping)
+    agent = create_agent(model, [search], middleware=[LoopwatchMiddleware(client)])
+    state = await agent.ainvoke(
+        {"messages": [{"role": "user", "content": "find me a direct flight"}]},
+        {"configurable": {"thread_id": thread}},
+    )
+    await client.end_session(thread)
+    return model.requests, state["messages"]
+
+
+async def test_the_warning_reaches_the_next_request_and_never_the_state(
+    worker: WorkerProcess, e2e_settings: Settings
+) -> None:
+    async with LoopwatchClient.from_settings(
+        e2e_settings, verdict_timeout=VERDICT_TIMEOUT
+    ) as client:
+        requests, stored = await run_agent(client, looping=True, thread="lc-looping")
+        clean_requests, clean_stored = await run_agent(client, looping=False, thread="lc-clean")
+
+    assert len(requests) == LOOP_STEPS + 1
+    assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    last = requests[LOOP_STEPS]
+    # right after the third tool result, as system messages
+    placed = next(i for i, m in enumerate(last) if isinstance(m, SystemMessage))
+    assert isinstance(last[placed - 1], ToolMessage)
+    assert str(last[placed].content).startswith(MARKER)
+    assert "repeated_result" in " ".join(str(m.content) for m in last[placed:])
+    assert warnings_in(stored) == []  # the agent's history never holds a warning
+    assert not any(isinstance(m, SystemMessage) for m in stored)
+    assert [warnings_in(r) for r in clean_requests] == [[]] * (LOOP_STEPS + 1)
+    assert warnings_in(clean_stored) == []
