@@ -18,6 +18,7 @@ DeadLetterKind = Literal[
     "empty",  # no value at all (a tombstone on the events topic)
     "internal",  # the detector failed on a valid event: a bug, kept out of the way
     "policy",  # an invalid record on the policy topic (docs/contract.md §9.7)
+    "not_otlp",  # otel-bridge: not an OTLP trace request in the configured encoding
 ]
 DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
     "not_utf8",
@@ -28,6 +29,7 @@ DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
     "empty",
     "internal",
     "policy",
+    "not_otlp",
 )
 
 HEADER_ERROR = "loopwatch.error"

@@ -28,3 +28,7 @@ COMMANDS.append(demo.register)
 from streams.commands import policy  # noqa: E402
 
 COMMANDS.append(policy.register)
+
+from streams.commands import otel_bridge  # noqa: E402
+
+COMMANDS.append(otel_bridge.register)

@@ -59,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
-    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
+    from streams.app import create_app  # noqa: PLC0415  (lazy: `loopwatch --help` needs no faust)
 
-    from streams.app import create_app  # noqa: PLC0415
+    return run_faust_app(create_app(settings, follow_policies=True), loglevel, loop)
+
+
+def run_faust_app(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
+    """Run a faust app as a service until SIGTERM/SIGINT; its exit code."""
+    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
 
     class ServiceWorker(faust.Worker):
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
@@ -70,7 +75,7 @@ def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLo
             # no spinner, so keep the level that was asked for.
             logger.setLevel(level)
 
-    worker = ServiceWorker(create_app(settings, follow_policies=True), loglevel=loglevel, loop=loop)
+    worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:
         worker.execute_from_commandline()
     except SystemExit as exit_:

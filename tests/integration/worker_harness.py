@@ -100,7 +100,9 @@ class WorkerEnv:
 class WorkerProcess:
     """One `loopwatch worker`; its output goes to a log file printed when a test fails."""
 
-    def __init__(self, env: WorkerEnv, log_dir: Path, name: str = "worker") -> None:
+    def __init__(
+        self, env: WorkerEnv, log_dir: Path, name: str = "worker", command: str = "worker"
+    ) -> None:
         self.web_port = free_port()
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
@@ -109,11 +111,12 @@ class WorkerProcess:
                 sys.executable,
                 "-m",
                 "streams.cli",
-                "worker",
+                command,
                 "--loglevel",
                 os.environ.get("LW_TEST_LOGLEVEL", "info"),
             ],
-            env=env.env(self.web_port),
+            # the otel-bridge has a web port setting of its own
+            env={**env.env(self.web_port), "LOOPWATCH_OTEL_WEB_PORT": str(self.web_port)},
             cwd=REPO_ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,63 @@
+"""`loopwatch otel-bridge`: ensure the topics, then turn OpenTelemetry GenAI spans from the
+Collector's Kafka exporter into loopwatch events until stopped (docs/otel.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import sys
+from typing import Any
+
+from streams.commands.worker import EXIT_BROKER, EXIT_CONFIG, run_faust_app
+from streams.kafka_admin import BrokerUnreachable, TopicError
+from streams.settings import SettingsError
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    parser = sub.add_parser(
+        "otel-bridge",
+        help="publish agent events from OpenTelemetry GenAI spans (Collector Kafka exporter)",
+        description="Read the OpenTelemetry Collector Kafka exporter's topic (otlp_proto or "
+        "otlp_json), map GenAI chat/execute_tool spans to loopwatch events, order them per "
+        "session and publish them to agent-events until SIGTERM/SIGINT. Configured by the "
+        "environment (LOOPWATCH_OTEL_*, see docs/otel.md).",
+    )
+    parser.add_argument("--loglevel", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument(
+        "--topic-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the broker while ensuring topics (default: 30)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("opentelemetry.proto") is None:
+        print(
+            "loopwatch otel-bridge: needs the `otel` extra: pip install 'loopwatch[otel]'",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    from streams.otel.settings import OtelSettings  # noqa: PLC0415
+    from streams.otel.topics import create_bridge_topics  # noqa: PLC0415
+
+    try:
+        settings = OtelSettings.from_env()
+    except SettingsError as exc:
+        print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        for outcome in loop.run_until_complete(create_bridge_topics(settings, args.topic_timeout)):
+            state = "created" if outcome.created else "exists"
+            print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
+    except (BrokerUnreachable, TopicError) as exc:
+        print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
+        loop.close()
+        return EXIT_BROKER
+    from streams.otel.app import create_bridge_app  # noqa: PLC0415
+
+    return run_faust_app(create_bridge_app(settings), args.loglevel, loop)

@@ -1,0 +1,145 @@
+"""The bridge's faust app: the worker's app class, table class, batched outputs and offset
+guard, with its own app id (consumer group), topics and `otel-sessions` table.
+
+Two agents with concurrency 1: `rekey` reads the exporter's topic, `order` reads the
+re-keyed span records (co-partitioned with the table's changelog). A timer sends a tick
+to every partition of the re-keyed topic each second (`streams.otel.bridge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from streams.app import _App, _Event
+from streams.offset_guard import OffsetOrder
+from streams.otel.bridge import OtelBridge, tick_value
+from streams.otel.settings import TABLE_NAME, OtelSettings
+from streams.outputs import BatchedOutputs, Outputs
+from streams.session_table import SessionTable
+
+TICK_SECONDS = 1.0
+"""How often windows are checked when no span arrives (a window closes up to this late)."""
+
+
+def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) -> Any:
+    """A configured faust app for the bridge (not started)."""
+    base = settings.base
+    app: Any = _App(
+        settings.app_id,
+        Event=_Event,
+        Table=SessionTable,
+        broker=[f"kafka://{server}" for server in base.bootstrap_servers.split(",")],
+        **base.faust_security(),
+        store=base.store_url,
+        datadir=base.data_dir,
+        topic_partitions=base.partitions,
+        topic_allow_declare=False,  # `loopwatch otel-bridge` creates them (kafka_admin)
+        topic_disable_leader=True,
+        table_standby_replicas=0,
+        consumer_auto_offset_reset="earliest",
+        # Replays are harmless by construction (span ids and the horizon in the state).
+        processing_guarantee="at_least_once",
+        producer_acks=-1,
+        producer_linger=0.005,
+        web_enabled=True,
+        web_bind=base.web_host,
+        web_port=settings.web_port,
+        autodiscover=False,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+
+    def raw(name: str) -> Any:
+        return app.topic(
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            allow_empty=True,  # a null value must reach the agent (and the DLQ)
+        )
+
+    exported, rekeyed = raw(settings.spans_topic), raw(settings.internal_topic)
+    holder: dict[str, OtelBridge] = {}
+
+    async def on_changelog_event(event: Any) -> None:
+        await holder["bridge"].on_changelog_event(event)
+
+    table = app.Table(
+        TABLE_NAME,
+        key_type=bytes,
+        value_type=bytes,
+        partitions=base.partitions,
+        on_changelog_event=on_changelog_event,
+    )
+    if outputs is None:
+        outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
+    table.outputs = outputs
+    bridge = holder["bridge"] = OtelBridge(table=table, outputs=outputs, settings=settings)
+
+    def in_offset_order(name: str, handler: Any, topic: str) -> None:
+        order = OffsetOrder(app)
+
+        async def process(stream: Any) -> None:
+            async for event in stream.events():
+                message = event.message
+                if order.check(message.tp, message.offset):
+                    order.busy = True
+                    try:
+                        await handler(message)
+                    finally:
+                        order.busy = False
+                    order.processed(message.tp, message.offset)
+
+        async def heal() -> None:
+            await order.heal(topic)
+
+        async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
+            order.forget(set(revoked))
+
+        app.agent(exported if topic == settings.spans_topic else rekeyed, name=name)(process)
+        app.timer(interval=1.0, name=f"{name}.offset_order")(heal)
+        app.on_partitions_revoked.connect(on_revoked, weak=False)
+
+    in_offset_order("loopwatch.otel.rekey", bridge.on_export_record, settings.spans_topic)
+    in_offset_order("loopwatch.otel.order", bridge.on_span_record, settings.internal_topic)
+
+    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
+        internal = settings.internal_topic
+        bridge.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == internal})
+
+    app.on_partitions_revoked.connect(on_revoked, weak=False)
+
+    async def tick() -> None:
+        value = tick_value(int(time.time() * 1000))
+        for partition in range(base.partitions):
+            await app.producer.send(settings.internal_topic, None, value, partition, None, None)
+
+    app.timer(interval=TICK_SECONDS, name="loopwatch.otel.tick")(tick)
+
+    async def metrics_page(web: Any, request: Any) -> Any:
+        return web.bytes(bridge.counters.exposition(), content_type="text/plain; version=0.0.4")
+
+    app.page("/metrics")(metrics_page)
+    app.loopwatch_outputs = outputs  # the offset guard flushes them before each commit
+    app.loopwatch_bridge = bridge
+    return app
+
+
+def _batched_outputs(app: Any, linger: float, table: SessionTable) -> BatchedOutputs:
+    crashes: set[asyncio.Future[Any]] = set()
+
+    def crash(exc: BaseException) -> None:
+        task = asyncio.ensure_future(app.crash(exc))
+        crashes.add(task)
+        task.add_done_callback(crashes.discard)
+
+    return BatchedOutputs(
+        # faust's aiokafka producer, which exists only once the app has started
+        lambda: app.producer._ensure_producer(),  # noqa: PLW0108
+        linger=linger,
+        on_failure=crash,
+        on_delivered_batch=table.on_changelog_delivered,
+    )

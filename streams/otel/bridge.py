@@ -1,0 +1,216 @@
+"""The bridge's two stages, carried out to Kafka (the faust wiring is `streams.otel.app`).
+
+1. `on_export_record`: an exporter record (any partition, keyed by trace or not at all)
+   → one `SpanRecord` per GenAI span, keyed by session, on `<app_id>-spans`; a record
+   that does not decode → the dead-letter topic.
+2. `on_span_record`: a span record of one session → the `otel-sessions` table (reorder
+   window, `streams.otel.ordering`); sessions whose window closed → events on
+   `agent-events`. Ticks (records without a key, one per partition per second from every
+   bridge) carry the wall clock, so windows close while no span arrives. The bridge's
+   clock per partition is the newest record time it has read there, which makes a replay
+   of the same records close the same windows: the same events with the same `seq`.
+
+The table is written only while a record of the same partition is being processed, as
+faust requires: a session's span records and the ticks of its partition.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from streams.expiry import ExpiryIndex
+from streams.otel.mapping import SpanRecord, to_record
+from streams.otel.ordering import BridgeSession, admit, is_full, release
+from streams.otel.settings import OtelSettings
+from streams.otel.spans import SpanDecodeError, decode_spans
+from streams.outputs import Outputs
+
+log = logging.getLogger(__name__)
+
+TICK_KEY = None
+"""Ticks have no key; span records are keyed by session id."""
+
+
+@dataclass
+class BridgeCounters:
+    """What the bridge did since it started (its `/metrics` page)."""
+
+    records: int = 0
+    dead_letters: int = 0
+    spans_mapped: int = 0
+    spans_ignored: int = 0
+    """Spans that are neither `chat` nor `execute_tool` (or a tool span without a name)."""
+    spans_stale: int = 0
+    """Dropped: seen already, or arrived after newer spans of its session were released."""
+    events: int = 0
+    sessions_expired: int = 0
+
+    def exposition(self) -> bytes:
+        lines = []
+        for name in (
+            "records",
+            "dead_letters",
+            "spans_mapped",
+            "spans_ignored",
+            "spans_stale",
+            "events",
+            "sessions_expired",
+        ):
+            metric = f"loopwatch_otel_{name}_total"
+            lines += [f"# TYPE {metric} counter", f"{metric} {getattr(self, name)}"]
+        return ("\n".join(lines) + "\n").encode()
+
+
+def tick_value(now_ms: int) -> bytes:
+    return json.dumps({"tick": now_ms}).encode()
+
+
+def _instant(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class OtelBridge:
+    """Both stages' handlers; one instance per app."""
+
+    def __init__(self, *, table: Any, outputs: Outputs, settings: OtelSettings) -> None:
+        self._table = table
+        self._outputs = outputs
+        self._settings = settings
+        self._window_ms = settings.reorder_window_ms
+        self._ttl_ms = settings.base.session_ttl_seconds * 1000
+        self._deadlines = ExpiryIndex(timedelta(0), timedelta(0))  # partition -> sessions
+        self._clock: dict[int, int] = {}
+        self.counters = BridgeCounters()
+
+    # -- stage 1 ---------------------------------------------------------------------------
+
+    async def on_export_record(self, message: Any) -> None:
+        self.counters.records += 1
+        received_ms = int((message.timestamp or 0) * 1000)
+        try:
+            spans = decode_spans(message.value, self._settings.encoding)
+        except SpanDecodeError as exc:
+            await self._dead_letter(message, DeadLetter("not_otlp", str(exc)))
+            return
+        for span in spans:
+            record = to_record(span, received_ms, self._settings.unrecorded)
+            if record is None:
+                self.counters.spans_ignored += 1
+                continue
+            self.counters.spans_mapped += 1
+            await self._outputs.send(
+                self._settings.internal_topic, record.session_id.encode(), record.encode()
+            )
+
+    # -- stage 2 ---------------------------------------------------------------------------
+
+    async def on_span_record(self, message: Any) -> None:
+        partition: int = message.partition
+        try:
+            document = json.loads(message.value)
+            if message.key is TICK_KEY:
+                self._advance(partition, int(document["tick"]))
+            else:
+                await self._admit(partition, message.key, SpanRecord.from_document(document))
+        except (ValueError, TypeError, KeyError) as exc:
+            await self._dead_letter(message, DeadLetter("internal", type(exc).__name__))
+            return
+        await self._release_due(partition)
+
+    async def _admit(self, partition: int, key: bytes, record: SpanRecord) -> None:
+        self._advance(partition, record.received_ms)
+        session, admission = admit(self._load(key), record)
+        if admission == "stale":
+            self.counters.spans_stale += 1
+        if is_full(session):
+            session = await self._release(key, session)
+        self._store(partition, key, session)
+
+    def _advance(self, partition: int, ms: int) -> None:
+        self._clock[partition] = max(self._clock.get(partition, ms), ms)
+
+    async def _release_due(self, partition: int) -> None:
+        now = self._clock.get(partition)
+        if now is None:
+            return
+        for session_id in self._deadlines.due(partition, _instant(now)):
+            key = session_id.encode()
+            session = self._load(key)
+            if session is None:
+                continue
+            if session.pending and session.opened_ms + self._window_ms <= now:
+                self._store(partition, key, await self._release(key, session))
+            elif not session.pending and session.last_ms + self._ttl_ms <= now:
+                del self._table[key]
+                self.counters.sessions_expired += 1
+            else:
+                self._index(partition, session_id, session)
+
+    async def _release(self, key: bytes, session: BridgeSession) -> BridgeSession:
+        released, events = release(session)
+        for event in events:
+            value = event.model_dump_json(exclude_none=True).encode()
+            await self._outputs.send(self._settings.base.events_topic, key, value)
+        self.counters.events += len(events)
+        return released
+
+    def _load(self, key: bytes) -> BridgeSession | None:
+        stored = self._table.get(key)
+        if stored is None:
+            return None
+        try:
+            return BridgeSession.decode(stored)
+        except (ValueError, KeyError, TypeError):
+            log.warning("unreadable otel-sessions value for a session; starting it afresh")
+            return None
+
+    def _store(self, partition: int, key: bytes, session: BridgeSession) -> None:
+        self._table[key] = session.encode()
+        self._index(partition, key.decode(), session)
+
+    def _index(self, partition: int, session_id: str, session: BridgeSession) -> None:
+        deadline = session.deadline_ms(self._window_ms, self._ttl_ms)
+        self._deadlines.touch(partition, session_id, _instant(deadline), ended=False)
+
+    # -- recovery and rebalancing ----------------------------------------------------------
+
+    async def on_changelog_event(self, event: Any) -> None:
+        """Recovery reads each changelog record: rebuild the deadlines from them."""
+        message = event.message
+        session_id = message.key.decode() if message.key else ""
+        if message.value is None:
+            self._deadlines.forget(message.partition, session_id)
+            return
+        try:
+            session = BridgeSession.decode(message.value)
+        except (ValueError, KeyError, TypeError):
+            return
+        self._index(message.partition, session_id, session)
+
+    def on_partitions_revoked(self, partitions: set[int]) -> None:
+        for partition in partitions:
+            self._deadlines.drop_partition(partition)
+            self._clock.pop(partition, None)
+
+    async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
+        self.counters.dead_letters += 1
+        source = SourcePosition(message.topic, message.partition, message.offset)
+        log.warning(
+            "dead letter %s at %s[%d]@%d: %s",
+            letter.kind,
+            source.topic,
+            source.partition,
+            source.offset,
+            letter.reason,
+        )
+        await self._outputs.send(
+            self._settings.base.dlq_topic,
+            message.key,
+            message.value,
+            headers=dead_letter_headers(letter, source),
+        )

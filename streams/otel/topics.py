@@ -1,0 +1,37 @@
+"""The bridge's topics: the worker's (it publishes to `agent-events`, dead letters to the
+DLQ), the exporter's topic when missing, and its own co-partitioned pair (re-keyed span
+records and the `otel-sessions` changelog)."""
+
+from __future__ import annotations
+
+from streams.kafka_admin import TopicOutcome, TopicSpec, connect_admin, ensure_topics, topic_specs
+from streams.otel.settings import OtelSettings
+
+DAY_SECONDS = 24 * 3600
+
+
+def bridge_topic_specs(settings: OtelSettings) -> list[TopicSpec]:
+    base = settings.base
+    n, rf = base.partitions, base.replication_factor
+    retention = {"retention.ms": str(DAY_SECONDS * 1000)}
+    return [
+        *topic_specs(base),
+        # Usually created by whoever runs the Collector; any partition count works.
+        TopicSpec(settings.spans_topic, n, rf, retention),
+        TopicSpec(settings.internal_topic, n, rf, retention, must_match_partitions=True),
+        TopicSpec(
+            settings.changelog_topic,
+            n,
+            rf,
+            {"cleanup.policy": "compact"},
+            must_match_partitions=True,
+        ),
+    ]
+
+
+async def create_bridge_topics(settings: OtelSettings, timeout: float = 30.0) -> list[TopicOutcome]:
+    admin = await connect_admin(settings.base, timeout)
+    try:
+        return await ensure_topics(admin, bridge_topic_specs(settings), timeout)
+    finally:
+        await admin.close()
