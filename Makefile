@@ -40,7 +40,7 @@ test: lint typecheck
 
 # The main job from one command: broker (unless KAFKA_BOOTSTRAP_SERVERS), worker, fleet.
 run: venv
-	$(BIN)/loopwatch demo
+	$(BIN)/loopwatch demo --keep-dashboard
 
 # Benchmarks print figures; they are not tests. The worker bench needs a broker
 # (KAFKA_BOOTSTRAP_SERVERS, or `make kafka-up` first).

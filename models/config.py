@@ -69,6 +69,7 @@ class DetectionConfig(BaseModel):
     _enabled: tuple[RuleName, ...] = PrivateAttr(default=RULES)
     _exempt: frozenset[str] = PrivateAttr(default=frozenset())
     _seed: bool = PrivateAttr(default=True)
+    _tool_policy: bool = PrivateAttr(default=False)
 
     def __init__(self, **data: Any) -> None:
         _check(data)
@@ -78,6 +79,7 @@ class DetectionConfig(BaseModel):
         chosen = PROFILE_RULES[self.profile]
         self._enabled = tuple(rule for rule in ALL_RULES if self.rules.get(rule, rule in chosen))
         self._exempt = frozenset(self.exempt_tools)
+        self._tool_policy = bool(self.exempt_tools or self.tool_thresholds)
         self._seed = (
             self._enabled == RULES
             and not self.batches_compare_results
@@ -96,6 +98,11 @@ class DetectionConfig(BaseModel):
         if self.result_aware_batches is None:
             return self.profile == "extended"
         return self.result_aware_batches
+
+    @property
+    def has_tool_policy(self) -> bool:
+        """Exempt tools or per-tool thresholds are set (§9.6)."""
+        return self._tool_policy
 
     @property
     def is_seed(self) -> bool:

@@ -1,9 +1,9 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
 environment) is what `faust -A streams.app` loads.
 
-Thin on purpose: topics, the `sessions` table, one agent with concurrency 1 and the
-`/metrics` page. All detection happens in `streams.detector`, all per-record logic in
-`streams.processing`.
+Thin on purpose: topics, the `sessions` table, one faust agent with concurrency 1 and
+the `/metrics` page. All detection happens in `streams.detector`, all per-record logic
+in `streams.processing` (carried out by `streams.record_handler`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from typing import Any
 
 import faust
 
-from streams.agents import SessionAgent
 from streams.expiry import ExpiryIndex
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
 from streams.policy_book import InvalidPolicy, PolicyBook
 from streams.policy_topic import PolicyFollower
+from streams.processing import PipelineOptions
+from streams.record_handler import RecordHandler
+from streams.session_store import TableSessionStore
 from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
@@ -136,11 +138,11 @@ def create_app(
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
         ended_retention=timedelta(seconds=settings.ended_retention_seconds),
     )
-    # The agent is built before the table so the table can call back into it on recovery.
-    holder: dict[str, SessionAgent] = {}
+    # The handler is built after the table, which calls back into it on recovery.
+    holder: dict[str, RecordHandler] = {}
 
     async def on_changelog_event(event: Any) -> None:
-        await holder["agent"].on_changelog_event(event)
+        await holder["handler"].on_changelog_event(event)
 
     table = app.Table(
         TABLE_NAME,
@@ -157,19 +159,21 @@ def create_app(
         table.outputs = outputs
     policies = PolicyBook(settings.detection)
     follower = _policy_follower(app, settings, policies, holder) if follow_policies else None
-    agent = SessionAgent(
-        table=table,
+    handler = RecordHandler(
+        store=TableSessionStore(table),
         topics=topics,
         outputs=outputs,
-        config=settings.detection,
+        options=PipelineOptions(
+            detection=settings.detection,
+            max_event_bytes=settings.max_event_bytes,
+            drop_ended=settings.ended_retention_seconds == 0,
+            policies=policies,
+        ),
+        policies_loaded=None if follower is None else follower.loaded,
         expiry=expiry,
         metrics=metrics,
-        max_event_bytes=settings.max_event_bytes,
-        drop_ended=settings.ended_retention_seconds == 0,
-        policies=policies,
-        policies_loaded=None if follower is None else follower.loaded,
     )
-    holder["agent"] = agent
+    holder["handler"] = handler
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
 
     order = OffsetOrder(app)
@@ -180,7 +184,7 @@ def create_app(
             if order.check(message.tp, message.offset):
                 order.busy = True
                 try:
-                    await agent.process(event)
+                    await handler.process(event)
                 finally:
                     order.busy = False
                 order.processed(message.tp, message.offset)
@@ -190,7 +194,7 @@ def create_app(
     events_topic = settings.events_topic
 
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        agent.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+        handler.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
         order.forget(set(revoked))
 
     async def heal_stalled_partitions() -> None:
@@ -213,12 +217,12 @@ def create_app(
 
 
 def _policy_follower(
-    app: Any, settings: Settings, policies: PolicyBook, holder: dict[str, SessionAgent]
+    app: Any, settings: Settings, policies: PolicyBook, holder: dict[str, RecordHandler]
 ) -> PolicyFollower:
     """A task of the app that keeps `policies` in step with the policy topic."""
 
     async def on_invalid_policy(record: Any, error: InvalidPolicy) -> None:
-        await holder["agent"].dead_letter_policy(record, error)
+        await holder["handler"].dead_letter_policy(record, error)
 
     follower = PolicyFollower(settings, policies, on_invalid_policy)
     app.task(follower.run)

@@ -1,40 +1,80 @@
-"""The per-record pipeline, without Kafka: bytes in, outcome out.
+"""The per-record pipeline, without Kafka: bytes in, state written, outcome out.
 
-decode → check key and size → skip duplicates → `observe` → new table value + verdict.
-The faust agent (`streams.agents`) only carries the outcome out: table write, sends,
-metrics. Keeping this a plain function makes it testable against a list of records.
+decode → check key and size → skip duplicates → `observe` → store the new session
+record → expire sessions past their deadline. The session state is read and written
+through `SessionStore` (the faust table in the worker, a dict in tests); the caller
+(`streams.record_handler`) carries the outcome out: sends, dead letters, metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from models import AgentEvent, DetectionConfig, InvalidEvent, LoopVerdict, decode_event
 from streams.dead_letters import DeadLetter, DeadLetterKind
 from streams.detector import observe
+from streams.expiry import ExpiryIndex
 from streams.policy_book import PolicyBook
 from streams.session_record import SessionRecord
 
 
+class SessionStore(Protocol):
+    """The per-session records, and which verdicts are still being delivered."""
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        """The session's stored record (None: it has none)."""
+
+    def set(self, session_id: str, record: SessionRecord) -> None: ...
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's record, if any."""
+
+    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
+        """That verdict was sent and the broker has not acknowledged it yet. A stored
+        verdict this no longer knows of was acknowledged (or re-sent by a replay)."""
+
+    def sent_here(self, session_id: str, seq: int) -> bool:
+        """That verdict is in flight or was acknowledged in this process, so a duplicate
+        of its event needs no resend."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineOptions:
+    detection: DetectionConfig
+    max_event_bytes: int
+    """A larger record goes to the dead-letter topic."""
+    drop_ended: bool = False
+    """Delete the state at `session_end` at once instead of keeping an ended marker
+    (see `streams.expiry`)."""
+    policies: PolicyBook | None = None
+    """Per-agent policies (docs/contract.md §9.7): when given, an event's agent is judged
+    by its policy instead of `detection`, and the verdict names that policy."""
+
+
 @dataclass(frozen=True, slots=True)
 class Processed:
-    """A new event: publish `payload`, then store `record` (None: delete the key)."""
+    """A new event: its record is stored (None: the session's key was deleted); publish
+    `payload`. `expired`: (session id, ended) of the sessions deleted after it."""
 
     event: AgentEvent
     verdict: LoopVerdict
     payload: bytes
     record: SessionRecord | None
+    expired: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
     """`seq` not above the session's last: no state change. `resend` is the stored verdict
-    of this seq when its earlier send was never acknowledged (same verdict, sent again)."""
+    of this seq when its earlier send was never acknowledged (same verdict, sent again).
+    `replayed`: its verdict was not sent by this process (a record read again after a
+    restart)."""
 
     event: AgentEvent
     resend: bytes | None
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,34 +92,20 @@ _DECODE_KINDS: dict[str, DeadLetterKind] = {"not_utf8": "not_utf8", "not_json": 
 def process_record(
     key: bytes | None,
     value: bytes | None,
-    load: Callable[[str], bytes | None],
-    config: DetectionConfig,
+    store: SessionStore,
+    options: PipelineOptions,
+    expiry: ExpiryIndex,
     *,
-    max_event_bytes: int,
+    partition: int,
     now: datetime,
-    is_unconfirmed: Callable[[str, int], bool],
-    sent_by_this_worker: Callable[[str, int], bool] = lambda _sid, _seq: False,
-    drop_ended: bool = False,
-    decode: Callable[[bytes], SessionRecord] = SessionRecord.decode,
-    policies: PolicyBook | None = None,
 ) -> Outcome:
-    """Process one record of `agent-events`; `load(session_id)` gives the session's
-    stored table value (None when it has none).
-
-    `is_unconfirmed(session_id, seq)` says whether that verdict's send is still in flight;
-    stored verdicts it no longer knows of were acknowledged (or re-sent by a replay).
-    `sent_by_this_worker(session_id, seq)`: that verdict is in flight or was acknowledged in
-    this process, so a duplicate of its event needs no resend.
-    `drop_ended`: delete the state at `session_end` at once instead of keeping an ended
-    marker (see `streams.expiry`).
-    `decode` turns the stored value into a `SessionRecord` (the agent passes a cached one).
-    `policies`: per-agent policies (docs/contract.md §9.7); when given, the event's agent
-    is judged by its policy instead of `config`, and the verdict names that policy.
-    """
+    """Process one record of `agent-events` read from `partition`; `now` stamps the
+    verdict. Stores the session's new record and deletes expired sessions through
+    `store` (faust: while this record is current, as its table requires)."""
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
-    if len(value) > max_event_bytes:
-        return Rejected(DeadLetter("too_large", f"{len(value)} bytes > {max_event_bytes}"))
+    if len(value) > options.max_event_bytes:
+        return Rejected(DeadLetter("too_large", f"{len(value)} bytes > {options.max_event_bytes}"))
     try:
         event = decode_event(value)
     except InvalidEvent as exc:
@@ -87,34 +113,44 @@ def process_record(
     if key is not None and key != event.session_id.encode():
         return Rejected(DeadLetter("key_mismatch", "record key differs from session_id"))
 
+    session_id = event.session_id
     try:
-        stored = load(event.session_id)
-        previous = None if stored is None else decode(stored)
+        previous = store.get(session_id)
         if previous is not None and event.seq <= previous.last_seq:
             # Resend only a verdict left unconfirmed by an earlier run of the worker: one
             # sent here is delivered (or the worker stops before committing the offset).
-            sent_here = sent_by_this_worker(event.session_id, event.seq)
+            sent_here = store.sent_here(session_id, event.seq)
             resend = None if sent_here else previous.unconfirmed_verdict(event.seq)
-            return Duplicate(event, resend)
+            return Duplicate(event, resend, replayed=not sent_here)
         state = None if previous is None else previous.state
-        policy = None
-        if policies is not None:
-            config, policy = policies.judge(event.agent_id)
+        config, policy = options.detection, None
+        if options.policies is not None:
+            config, policy = options.policies.judge(event.agent_id)
         new_state, verdict = observe(state, event, config, evaluated_at=now, policy=policy)
     except Exception as exc:  # a detector bug must not stop the partition
         return Rejected(DeadLetter("internal", type(exc).__name__))
     if verdict is None:  # the detector saw a duplicate that the record did not
-        return Duplicate(event, None)
+        return Duplicate(event, None, replayed=not store.sent_here(session_id, event.seq))
 
     payload = verdict.to_json()
     still_unconfirmed = () if previous is None else previous.unconfirmed
     unconfirmed = (
-        *(item for item in still_unconfirmed if is_unconfirmed(event.session_id, item[0])),
+        *(item for item in still_unconfirmed if store.is_unconfirmed(session_id, item[0])),
         (event.seq, payload),
     )
     record: SessionRecord | None
-    if new_state is None and drop_ended:
+    if new_state is None and options.drop_ended:
         record = None
+        store.delete(session_id)
+        expiry.forget(partition, session_id)
     else:
         record = SessionRecord(new_state, event.seq, event.ts, unconfirmed)
-    return Processed(event, verdict, payload, record)
+        store.set(session_id, record)
+        expiry.touch(partition, session_id, event.ts, ended=record.ended)
+    expired = []
+    for due in expiry.due(partition, event.ts):
+        stored = store.get(due)
+        if stored is not None:
+            store.delete(due)
+            expired.append((due, stored.ended))
+    return Processed(event, verdict, payload, record, tuple(expired))

@@ -76,7 +76,3 @@ class Scanner:
             verdict = self.process(event)
             if verdict is not None:
                 yield verdict
-
-    @property
-    def live_sessions(self) -> int:
-        return len(self._states)

@@ -25,6 +25,14 @@ from streams.commands import demo  # noqa: E402
 
 COMMANDS.append(demo.register)
 
+from streams.commands import dashboard  # noqa: E402
+
+COMMANDS.append(dashboard.register)
+
+from streams.commands import report  # noqa: E402
+
+COMMANDS.append(report.register)
+
 from streams.commands import policy  # noqa: E402
 
 COMMANDS.append(policy.register)

@@ -13,15 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from streams.commands.dashboard import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
 from streams.commands.options import (
     bootstrap_servers,
     existing_dir,
     int_at_least,
+    port,
     positive_float,
 )
 from streams.demo.broker import Broker, BrokerError, ensure_broker
 from streams.demo.fleet import Fleet, FleetSummary
 from streams.demo.naming import demo_names, new_run_prefix
+from streams.demo.page import DemoPage
 from streams.demo.worker_process import WorkerFailed, WorkerProcess, free_port
 from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, delete_topics
 from streams.settings import Settings, SettingsError
@@ -72,7 +75,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=5.0,
         help="seconds a verdict wait may take (default: %(default)s)",
     )
+    parser.add_argument(
+        "--dashboard-port",
+        type=dashboard_port,
+        default=DEFAULT_DASHBOARD_PORT,
+        help=f"serve the live fleet page on this port (default {DEFAULT_DASHBOARD_PORT}; "
+        "0: no page)",
+    )
+    parser.add_argument(
+        "--keep-dashboard",
+        action="store_true",
+        help="after the run, keep serving the fleet page until Ctrl-C (make run does)",
+    )
     parser.set_defaults(handler=run)
+
+
+def dashboard_port(raw: str) -> int:
+    return 0 if raw.strip() == "0" else port(raw)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +124,7 @@ async def _demo(args: argparse.Namespace) -> int:
     print(f"broker {broker.bootstrap_servers}; topics and consumer group {prefix}*")
     worker = WorkerProcess(settings, workdir / "worker.log")
     keep = topics_made = False
+    page = DemoPage(settings, args.dashboard_port)
     try:
         for topic in await create_topics(settings):
             print(f"topic {topic.name}: {'created' if topic.created else 'exists'}")
@@ -117,6 +137,7 @@ async def _demo(args: argparse.Namespace) -> int:
             f"(log: {worker.log_path}, metrics: http://{settings.web_host}:{settings.web_port}"
             "/metrics)"
         )
+        await page.start()
         trajectories = args.trajectories if args.trajectories.is_dir() else None
         if trajectories is not None:
             print(f"also replaying the recorded sessions in {trajectories}")
@@ -129,7 +150,10 @@ async def _demo(args: argparse.Namespace) -> int:
         summary = await fleet.run()
         _print_summary(summary)
         keep = args.keep_worker
+        if args.keep_dashboard:
+            await page.serve_until_interrupted()
     finally:
+        await page.stop()
         if keep:
             _print_left_running(worker, broker, prefix)
             worker.detach()

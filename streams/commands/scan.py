@@ -62,8 +62,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=run)
 
 
-def _config(args: argparse.Namespace) -> DetectionConfig:
-    values: dict[str, object] = {"profile": args.profile}
+def detection_config(args: argparse.Namespace) -> DetectionConfig:
+    """The profile and thresholds of `--profile`, `--threshold` and
+    `--mutating-failure-threshold` (ConfigError if bad)."""
+    values: dict[str, object] = {"profile": getattr(args, "profile", "seed")}
     for key in ("threshold", "mutating_failure_threshold"):
         raw: str = getattr(args, key)
         values[key] = int(raw) if _INTEGER.match(raw.strip()) else raw
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     ref: PolicyRef | None = None
     try:
         if args.policy is None:
-            config = _config(args)
+            config = detection_config(args)
         else:
             policy = _policy(args.policy)
             config, ref = policy.config, policy.ref

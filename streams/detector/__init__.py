@@ -1,25 +1,43 @@
-"""The pure detector core: per-session state, the four rules of SPEC §4, warning texts.
+"""The pure detector core: per-session state, the rules of SPEC §4, warning texts.
 
 No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
-function of (state, event, config).
+function of (state, event, config). Each rule lives in `streams.detector.rules`.
 """
 
-from streams.detector.core import evaluate, observe
-from streams.detector.state import (
-    MAX_CHAIN_RANGES,
-    MAX_REMEMBERED_CALLS,
-    STATE_VERSION,
-    SessionState,
+from streams.detector.core import Match, advance, evaluate, first_match, observe, warning_of
+from streams.detector.rules import (
+    ALL_RULES,
+    EXTENDED_ORDER,
+    SEED_ORDER,
+    SEED_RULES,
+    Hit,
+    Rule,
+    RuleSet,
+    Tracker,
 )
+from streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
+from streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 
 __all__ = [
+    "ALL_RULES",
     "DEFAULT_TEXTS",
+    "EXTENDED_ORDER",
     "MAX_CHAIN_RANGES",
     "MAX_REMEMBERED_CALLS",
+    "SEED_ORDER",
+    "SEED_RULES",
     "STATE_VERSION",
+    "Hit",
+    "Match",
+    "Rule",
+    "RuleSet",
     "SessionState",
+    "Tracker",
     "WarningTexts",
+    "advance",
     "evaluate",
+    "first_match",
     "observe",
+    "warning_of",
 ]

@@ -1,8 +1,9 @@
-"""Warning texts (SPEC §5), in one place and overridable per deployment.
+"""Warning texts (SPEC §5): each rule's default text, overridable per deployment.
 
-Each text names the rule's pattern, the tool(s) and the count, and says what to do
-instead. Templates may use `{tools}`, `{count}` and `{threshold}` only: arguments,
-results and error text are untrusted and never appear in a warning.
+The defaults live beside each rule (`streams.detector.rules`). Each text names the
+rule's pattern, the tool(s) and the count, and says what to do instead. Templates may
+use `{tools}`, `{count}` and `{threshold}` only: arguments, results and error text are
+untrusted and never appear in a warning.
 """
 
 from __future__ import annotations
@@ -13,43 +14,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from models import RULES, RuleName
+from streams.detector.rules import ALL_RULES
 
 DEFAULT_TEMPLATES: Mapping[RuleName, str] = MappingProxyType(
-    {
-        "repeated_failed_mutation": (
-            "Loop warning (repeated_failed_mutation): the same {tools} call has now failed "
-            "{count} times in a row with the same error, shown in the preceding tool "
-            "result. Do not run it again unchanged: read that error, change the arguments "
-            "or the approach, or report the blocker."
-        ),
-        "repeated_result": (
-            "Loop warning (repeated_result): {tools} has returned the same result for the "
-            "same call {count} times in a row. Use what it already returned, try different "
-            "arguments or another source, or report the blocker."
-        ),
-        "repeated_read_range": (
-            "Loop warning (repeated_read_range): you have read the same range of one "
-            "resource with {tools} {count} times in this run of reads. Use the content you "
-            "already have, read a different part or source, or report the blocker."
-        ),
-        "repeated_batch": (
-            "Loop warning (repeated_batch): you have issued the same batch of tool calls "
-            "({tools}) {count} times in a row. Change the calls or their arguments, use the "
-            "results you already have, or report the blocker."
-        ),
-        "repeated_call_in_turn": (
-            "Loop warning (repeated_call_in_turn): your last message made the same {tools} "
-            "call {count} times at once. One call gives the same answer; use its result, "
-            "change the arguments, or report the blocker."
-        ),
-        "repeated_cycle": (
-            "Loop warning (repeated_cycle): the same sequence of tool steps ({tools}) has "
-            "now run {count} times with the same results each time. Break the cycle: use "
-            "what these steps already returned, try a different approach, or report the "
-            "blocker."
-        ),
-    }
+    {rule.name: rule.template for rule in ALL_RULES.rules}
 )
+"""Each rule's own text (its module's `template`)."""
 
 _ALLOWED_FIELDS = ("{tools}", "{count}", "{threshold}")
 # Tool names come from the runtime, but keep them inert in a prompt all the same.

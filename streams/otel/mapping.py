@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from models.fingerprints import call_fingerprint, digest, result_fingerprint
-from streams.detector.tools import read_range, read_resource, short_digest
+from streams.detector.rules.repeated_read_range import read_range, read_resource
+from streams.detector.tools import short_digest
 from streams.otel.spans import STATUS_ERROR, Span
 
 SpanKind = Literal["chat", "tool"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -24,6 +26,7 @@ from streams.dead_letters import HEADER_ERROR, HEADER_TOPIC
 from streams.otel.settings import OtelSettings
 from streams.otel.topics import create_bridge_topics
 from tests.integration.worker_harness import (
+    REPO_ROOT,
     WorkerEnv,
     WorkerProcess,
     consume,
@@ -50,6 +53,7 @@ class Run:
     events: list[Any]
     after_replay: list[Any]
     stale_after_replay: float
+    example: subprocess.CompletedProcess[str]
     logs: str
 
 
@@ -92,6 +96,24 @@ async def _read_to_end(bootstrap: str, topic: str, partitions: int) -> list[Any]
     finally:
         await consumer.stop()
     return records
+
+
+def _run_example(
+    bootstrap: str, settings: OtelSettings, warnings_topic: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "examples" / "otel_agent_loop.py"),
+            *("--bootstrap", bootstrap, "--topic", settings.spans_topic),
+            *("--encoding", settings.encoding, "--warnings-topic", warnings_topic),
+            *("--wait", "90"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def _metric(port: int, name: str) -> float:
@@ -147,6 +169,7 @@ def run(
         warnings = asyncio.run(consume(kafka_bootstrap, env.warnings, until=expected_warnings))
         dead = asyncio.run(consume(kafka_bootstrap, env.dlq, until=1))
         events = asyncio.run(_read_to_end(kafka_bootstrap, env.events, env.partitions))
+        example = _run_example(kafka_bootstrap, settings, env.warnings)
         bridge.stop()
         # A restart, and the exporter delivers every record again (at-least-once input).
         asyncio.run(produce(kafka_bootstrap, settings.spans_topic, records))
@@ -167,6 +190,7 @@ def run(
         events,
         after_replay,
         stale,
+        example,
         "\n".join(path.read_text(errors="replace")[-3000:] for path in logs.glob("*.log")),
     )
 
@@ -208,4 +232,14 @@ def test_a_record_that_is_no_otlp_request_is_a_dead_letter(run: Run) -> None:
 
 def test_a_restart_with_every_record_again_emits_no_event_twice(run: Run) -> None:
     assert run.stale_after_replay >= run.spans, run.logs
-    assert len(run.after_replay) == len(run.events)
+    sessions = {run.loop_session.encode(), run.clean_session.encode()}
+
+    def ours(records: list[Any]) -> list[bytes]:
+        return sorted(r.value for r in records if r.key in sessions)
+
+    assert ours(run.events) and ours(run.after_replay) == ours(run.events)
+
+
+def test_the_example_agent_loop_is_warned_through_the_bridge(run: Run) -> None:
+    assert run.example.returncode == 0, run.example.stdout + run.example.stderr + run.logs
+    assert "the looping agent was warned" in run.example.stdout

@@ -1,4 +1,6 @@
-"""State of the extended rules (docs/contract.md §9): tool steps with their outcomes.
+"""The tool-step tracker of the extended rules (docs/contract.md §9): each tool step with
+its outcome, shared by `repeated_call_in_turn`, `repeated_cycle` and the result-aware
+`repeated_batch`.
 
 * the newest tool step's *outcome* (the results answering its calls before the next
   assistant message) and its *completion* (every distinct call id answered);
@@ -9,10 +11,11 @@
 * `repeated_cycle` (§9.4): the last 5 completed units and, per period 2-5, the length of
   the periodic tail, so a new unit costs O(1).
 
-Kept whatever the profile, so a policy switching a rule on judges the next event as a
-re-scan would. An outcome is a multiset of signatures, held as (count, sum of the
-signatures as 256-bit numbers): equal multisets give equal pairs, different ones
-collide with negligible chance; the state holds no raw content.
+Kept whatever the profile (the state's rule set always holds this tracker), so a policy
+switching a rule on judges the next event as a re-scan of the history would. An outcome
+is a multiset of signatures, held as (count, sum of the signatures as 256-bit numbers):
+equal multisets give equal pairs, different ones collide with negligible chance. No raw
+content: call ids are digests.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from models import AssistantMessage, ToolResult
+from streams.detector.rules.base import Tracker
 from streams.detector.tools import short_digest
 
 MAX_STEP_IDS = 64
@@ -233,7 +238,44 @@ def cycles(steps: Steps) -> list[tuple[int, tuple[str, ...], int]]:
     return found
 
 
-# --- snapshot ---------------------------------------------------------------------------
+class StepsTracker(Tracker[Steps]):
+    key = "steps"
+
+    def empty(self) -> Steps:
+        return EMPTY
+
+    def on_boundary(self, part: Steps) -> Steps:
+        return on_boundary(part)
+
+    def on_text_step(self, part: Steps) -> Steps:
+        return on_text_step(part)
+
+    def on_tool_step(self, part: Steps, event: AssistantMessage, call_digests: list[str]) -> Steps:
+        names = tuple(call.name for call in event.tool_calls)
+        batch = short_digest(",".join(sorted(call_digests)))
+        return on_tool_step(
+            part,
+            batch=batch,
+            id_digests=[short_digest(call.id) for call in event.tool_calls],
+            fingerprints=call_digests,
+            names=names,
+            tools=tuple(sorted(set(names))),
+            continues=batch == part.batch,
+        )
+
+    def on_result(self, part: Steps, event: ToolResult, signature: str | None) -> Steps:
+        if part.ids is None:
+            return part
+        return on_result(part, short_digest(event.call_id), signature)
+
+    def to_snapshot(self, part: Steps, *, copy: bool) -> Any:
+        return to_snapshot(part)
+
+    def from_snapshot(self, data: Any) -> Steps:
+        return from_snapshot(data)
+
+
+STEPS = StepsTracker()
 
 
 def to_snapshot(steps: Steps) -> list[Any]:

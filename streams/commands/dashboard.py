@@ -1,0 +1,116 @@
+"""`loopwatch dashboard`: the live fleet page, fed from `loop-warnings` and `loop-episodes`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from streams.commands.options import port
+from streams.fleetview.feed import FeedError, FeedTopics
+from streams.fleetview.server import DashboardError, start_dashboard
+from streams.kafka_admin import BrokerUnreachable
+from streams.settings import ENVIRONMENT, Settings, SettingsError
+
+DEFAULT_PORT = 8050
+DEFAULT_EPISODES_TOPIC = "loop-episodes"
+DEFAULT_SINCE_MINUTES = 60.0
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    parser = sub.add_parser(
+        "dashboard",
+        help="serve the live fleet page (loops open now, per rule, agent and tool)",
+        description="Serve a web page fed live from the warnings and episodes topics: loops "
+        "open now, loops per minute by rule, top looping agents and tools, loops broken "
+        "after the first warning, time to break, recent loops. The broker and topic "
+        "names come from the same environment as the worker (KAFKA_*, LOOPWATCH_*).",
+    )
+    add_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    parser.add_argument(
+        "--warnings-topic",
+        type=topic_name,
+        default=None,
+        help="default: LOOPWATCH_WARNINGS_TOPIC or loop-warnings",
+    )
+    parser.add_argument(
+        "--episodes-topic",
+        type=topic_name,
+        default=None,
+        help=f"default: LOOPWATCH_EPISODES_TOPIC or {DEFAULT_EPISODES_TOPIC}",
+    )
+    parser.add_argument(
+        "--since",
+        type=minutes,
+        default=DEFAULT_SINCE_MINUTES,
+        metavar="MINUTES",
+        help="start from the records of the last MINUTES (0: only new ones; default 60)",
+    )
+
+
+def topic_name(raw: str) -> str:
+    """A topic name, checked as LOOPWATCH_*_TOPIC are."""
+    _variable, parse = ENVIRONMENT["warnings_topic"]
+    try:
+        name: str = parse("the value", raw.strip())
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name
+
+
+def minutes(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 60 * 24 * 366:
+        raise argparse.ArgumentTypeError(f"must be minutes from 0 to 527040, got {raw!r}")
+    return value
+
+
+def feed_topics(args: argparse.Namespace, settings: Settings) -> FeedTopics:
+    episodes = getattr(settings, "episodes_topic", DEFAULT_EPISODES_TOPIC)
+    return FeedTopics(
+        warnings=args.warnings_topic or settings.warnings_topic,
+        episodes=args.episodes_topic or episodes,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    try:
+        settings = Settings.from_env()
+        return asyncio.run(_serve(args, settings))
+    except (SettingsError, BrokerUnreachable, FeedError, DashboardError) as exc:
+        print(f"loopwatch dashboard: {exc}", file=sys.stderr)
+        return 2
+
+
+async def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    dashboard = await start_dashboard(
+        settings,
+        feed_topics(args, settings),
+        host=args.host,
+        port=args.port,
+        since_seconds=args.since * 60,
+    )
+    print(f"loopwatch dashboard: {dashboard.url} (Ctrl-C stops it)", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await dashboard.stop()
+    return 0

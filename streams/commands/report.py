@@ -1,0 +1,58 @@
+"""`loopwatch report FILE... --out report.html`: loops in recorded sessions, as one page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from models import ConfigError
+from streams.commands.options import output_file
+from streams.commands.scan import detection_config
+from streams.fleetview.report import collect, render_html, summary_lines
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    parser = sub.add_parser(
+        "report",
+        help="an HTML report of the loops in recorded sessions (no broker needed)",
+        description="Run event files (JSON lines, as `loopwatch scan` reads) through the "
+        "detector and write one self-contained HTML page (charts inline, no network): "
+        "loops by rule, agent and tool, the sessions with the most loops, repeat counts "
+        "and where in a session loops start. Prints a short summary.",
+    )
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="event files")
+    parser.add_argument(
+        "--out", type=output_file, default=Path("report.html"), help="default: report.html"
+    )
+    parser.add_argument("--threshold", default="3", help="rules 2-4 threshold (default 3)")
+    parser.add_argument(
+        "--mutating-failure-threshold", default="2", help="rule 1 threshold (default 2)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = detection_config(args)
+    except ConfigError as exc:
+        print(f"loopwatch report: invalid config: {exc}", file=sys.stderr)
+        return 2
+    try:
+        data = collect(args.files, config)
+    except OSError as exc:
+        print(f"loopwatch report: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for error in data.line_errors:
+        print(f"loopwatch report: {error} (skipped)", file=sys.stderr)
+    numbers = data.to_json()
+    try:
+        args.out.write_text(render_html(numbers), encoding="utf-8")
+    except OSError as exc:
+        print(f"loopwatch report: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for line in summary_lines(numbers):
+        print(line)
+    print(f"report: {args.out}")
+    return 0

@@ -1,0 +1,179 @@
+"""The record handler: runs `process_record` for each `agent-events` record and carries
+its outcome out to the outputs (verdicts, warnings, dead letters) and the metrics.
+
+One instance per app, called by the faust agent, which runs with concurrency 1 (faust
+loses offsets with more, and the table must see a session's events in order). The
+session table is written by `process_record` through `TableSessionStore` while the
+record is current, as faust requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from models import InvalidPolicy
+from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from streams.expiry import ExpiryIndex
+from streams.metrics import Metrics
+from streams.outputs import Outputs
+from streams.processing import Duplicate, PipelineOptions, Rejected, process_record
+from streams.session_record import SessionRecord
+from streams.session_store import TableSessionStore, VerdictId
+from streams.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class RecordHandler:
+    """Processes `agent-events` records against the `sessions` table."""
+
+    def __init__(
+        self,
+        *,
+        store: TableSessionStore,
+        topics: Topics,
+        outputs: Outputs,
+        options: PipelineOptions,
+        expiry: ExpiryIndex,
+        metrics: Metrics,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        policies_loaded: asyncio.Event | None = None,
+    ) -> None:
+        self._store = store
+        self._outputs = outputs
+        self._verdicts_topic: str = topics.verdicts.get_topic_name()
+        self._warnings_topic: str = topics.warnings.get_topic_name()
+        self._dead_letters_topic: str = topics.dead_letters.get_topic_name()
+        self._options = options
+        self._expiry = expiry
+        self._metrics = metrics
+        self._clock = clock
+        # Set once the policy topic has been read to its end at start-up: events wait for
+        # it, so none is judged by a policy older than what the topic held.
+        self._policies_loaded = policies_loaded
+
+    async def process(self, event: Any) -> None:
+        """Handle one faust event (its message holds the raw key and value)."""
+        message = event.message
+        if self._policies_loaded is not None and not self._policies_loaded.is_set():
+            await self._policies_loaded.wait()
+        outcome = process_record(
+            message.key,
+            message.value,
+            self._store,
+            self._options,
+            self._expiry,
+            partition=message.partition,
+            now=self._clock(),
+        )
+        if isinstance(outcome, Rejected):
+            await self._dead_letter(message, outcome.letter)
+            return
+        record_event = outcome.event
+        if isinstance(outcome, Duplicate):
+            if outcome.replayed:
+                self._store.write_back(record_event.session_id)
+            if outcome.resend is not None:
+                self._metrics.resent.inc()
+                rule = _rule_of(outcome.resend)
+                await self._publish(
+                    record_event.session_id,
+                    record_event.seq,
+                    outcome.resend,
+                    rule,
+                    message.timestamp,
+                )
+            else:
+                self._metrics.duplicates.inc()
+            return
+        self._metrics.count_event(record_event.type)
+        warning = outcome.verdict.warning
+        rule = None if warning is None else warning.rule
+        await self._publish(
+            record_event.session_id, record_event.seq, outcome.payload, rule, message.timestamp
+        )
+        if warning is not None:
+            agent = self._metrics.agent_label(record_event.agent_id)
+            self._metrics.warnings.labels(warning.rule, agent).inc()
+        self._metrics.count_verdict()
+        if outcome.record is None:
+            self._metrics.expired.labels("ended").inc()
+        for _session_id, ended in outcome.expired:
+            self._metrics.expired.labels("ended" if ended else "idle").inc()
+
+    async def _publish(
+        self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
+    ) -> None:
+        key = session_id.encode()
+        ident = (session_id, seq)
+        token = self._store.deliveries.sending(ident)
+        # A failed send never calls back: the verdict stays unconfirmed in the table, and
+        # the outputs stop the worker before the offset is committed.
+        await self._outputs.send(
+            self._verdicts_topic,
+            key,
+            payload,
+            on_delivered=partial(self._on_sent, ident, token, produced_at),
+        )
+        if rule is not None:
+            await self._outputs.send(self._warnings_topic, key, payload)
+
+    def _on_sent(
+        self, ident: VerdictId, token: object, produced_at: float | None, _offset: int
+    ) -> None:
+        self._store.deliveries.delivered(ident, token)
+        if produced_at:
+            self._metrics.observe_latency(max(0.0, time.time() - produced_at))
+
+    async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
+        self._metrics.dead_letters.labels(letter.kind).inc()
+        source = SourcePosition(message.topic, message.partition, message.offset)
+        log.warning(
+            "dead letter %s at %s[%d]@%d: %s",
+            letter.kind,
+            source.topic,
+            source.partition,
+            source.offset,
+            letter.reason,
+        )
+        await self._outputs.send(
+            self._dead_letters_topic,
+            message.key,
+            message.value,
+            headers=dead_letter_headers(letter, source),
+        )
+
+    async def dead_letter_policy(self, record: Any, error: InvalidPolicy) -> None:
+        """An invalid record on the policy topic (an aiokafka ConsumerRecord): to the
+        dead-letter topic with its error; the key's previous policy stays."""
+        await self._dead_letter(record, DeadLetter("policy", str(error)))
+
+    async def on_changelog_event(self, event: Any) -> None:
+        """Recovery reads each changelog record: rebuild the expiry index from them."""
+        message = event.message
+        session_id = message.key.decode() if message.key else ""
+        if message.value is None:
+            self._expiry.forget(message.partition, session_id)
+            return
+        try:
+            record = SessionRecord.decode(message.value)
+        except (ValueError, KeyError, TypeError):
+            return
+        self._expiry.touch(message.partition, session_id, record.last_ts, ended=record.ended)
+
+    def on_partitions_revoked(self, partitions: set[int]) -> None:
+        for partition in partitions:
+            self._expiry.drop_partition(partition)
+
+
+def _rule_of(payload: bytes) -> str | None:
+    """The warning rule of a stored verdict (a resent warning goes to both topics again)."""
+    warning = json.loads(payload).get("warning")
+    return None if warning is None else str(warning["rule"])

@@ -1,0 +1,125 @@
+"""`SessionStore`s (`streams.processing`): the faust table's, and a dict for tests and tools.
+
+Both keep the verdict deliveries of this process in a `VerdictDeliveries`: sends not yet
+acknowledged, and a bounded memory of acknowledged ones.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import MutableMapping
+
+from streams.session_record import SessionRecord
+
+MAX_REMEMBERED_ACKS = 65536
+MAX_DECODED_RECORDS = 4096
+"""Decoded table values kept per key; beyond it the least recently used is decoded again."""
+
+VerdictId = tuple[str, int]
+"""(session_id, seq)."""
+
+
+class VerdictDeliveries:
+    """Verdict sends of this process: in flight, or (recently) acknowledged."""
+
+    def __init__(self, max_acked: int = MAX_REMEMBERED_ACKS) -> None:
+        # Sends not yet acknowledged (value: a token of that send; a resend replaces it).
+        self._inflight: dict[VerdictId, object] = {}
+        self._acked: OrderedDict[VerdictId, None] = OrderedDict()
+        self._max_acked = max_acked
+
+    def sending(self, ident: VerdictId) -> object:
+        """A send starts: the token to pass to `delivered` when it is acknowledged."""
+        token = self._inflight[ident] = object()
+        return token
+
+    def delivered(self, ident: VerdictId, token: object) -> None:
+        if self._inflight.get(ident) is token:
+            del self._inflight[ident]
+        self._acked[ident] = None
+        if len(self._acked) > self._max_acked:
+            self._acked.popitem(last=False)
+
+    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
+        return (session_id, seq) in self._inflight
+
+    def sent_here(self, session_id: str, seq: int) -> bool:
+        ident = (session_id, seq)
+        return ident in self._inflight or ident in self._acked
+
+
+class MemorySessionStore:
+    """Session records in a dict (tests, tools): the pipeline without faust."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, SessionRecord] = {}
+        self.deliveries = VerdictDeliveries()
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        return self.records.get(session_id)
+
+    def set(self, session_id: str, record: SessionRecord) -> None:
+        self.records[session_id] = record
+
+    def delete(self, session_id: str) -> None:
+        self.records.pop(session_id, None)
+
+    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
+        return self.deliveries.is_unconfirmed(session_id, seq)
+
+    def sent_here(self, session_id: str, seq: int) -> bool:
+        return self.deliveries.sent_here(session_id, seq)
+
+
+class TableSessionStore:
+    """Session records in the faust `sessions` table (key: session id as UTF-8, value:
+    `SessionRecord.encode()`). Writes must happen while an event of the key's partition
+    is current, as faust requires."""
+
+    def __init__(self, table: MutableMapping[bytes, bytes]) -> None:
+        self._table = table
+        self.deliveries = VerdictDeliveries()
+        # The decoded form of the values this worker wrote last (LRU): the next event of
+        # a session skips the JSON decode when the stored bytes are still the same.
+        self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        key = session_id.encode()
+        stored = self._table.get(key)
+        if stored is None:
+            return None
+        cached = self._decoded.get(key)
+        if cached is not None and cached[0] == stored:
+            return cached[1]
+        return SessionRecord.decode(stored)
+
+    def set(self, session_id: str, record: SessionRecord) -> None:
+        key = session_id.encode()
+        encoded = record.encode()
+        self._table[key] = encoded
+        self._decoded[key] = (encoded, record)
+        self._decoded.move_to_end(key)
+        if len(self._decoded) > MAX_DECODED_RECORDS:
+            self._decoded.popitem(last=False)
+
+    def delete(self, session_id: str) -> None:
+        key = session_id.encode()
+        self._decoded.pop(key, None)
+        if key in self._table:
+            del self._table[key]
+
+    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
+        return self.deliveries.is_unconfirmed(session_id, seq)
+
+    def sent_here(self, session_id: str, seq: int) -> bool:
+        return self.deliveries.sent_here(session_id, seq)
+
+    def write_back(self, session_id: str) -> None:
+        """Write the session's stored value back, unchanged. A RocksDB store can hold a
+        write whose changelog record a stopped worker never sent (records go out in
+        batches); writing it again puts it in the changelog, so a later owner of the
+        partition does not get an older state."""
+        key = session_id.encode()
+        stored = self._table.get(key)
+        if stored is not None:
+            self._table[key] = stored
