@@ -4,13 +4,11 @@ Collector's Kafka exporter into loopwatch events until stopped (docs/otel.md).""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import sys
 from typing import Any
 
-from streams.commands.worker import EXIT_BROKER, EXIT_CONFIG, run_faust_app
-from streams.kafka_admin import BrokerUnreachable, TopicError
+from streams.commands.worker import EXIT_CONFIG, add_service_options, run_service
 from streams.settings import SettingsError
 
 
@@ -23,13 +21,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "session and publish them to agent-events until SIGTERM/SIGINT. Configured by the "
         "environment (LOOPWATCH_OTEL_*, see docs/otel.md).",
     )
-    parser.add_argument("--loglevel", default="info", choices=("debug", "info", "warning", "error"))
-    parser.add_argument(
-        "--topic-timeout",
-        type=float,
-        default=30.0,
-        help="seconds to wait for the broker while ensuring topics (default: 30)",
-    )
+    add_service_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -48,16 +40,15 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        for outcome in loop.run_until_complete(create_bridge_topics(settings, args.topic_timeout)):
-            state = "created" if outcome.created else "exists"
-            print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
-    except (BrokerUnreachable, TopicError) as exc:
-        print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
-        loop.close()
-        return EXIT_BROKER
-    from streams.otel.app import create_bridge_app  # noqa: PLC0415
 
-    return run_faust_app(create_bridge_app(settings), args.loglevel, loop)
+    def build_app() -> Any:
+        from streams.otel.app import create_bridge_app  # noqa: PLC0415
+
+        return create_bridge_app(settings)
+
+    return run_service(
+        "otel-bridge",
+        args,
+        lambda timeout: create_bridge_topics(settings, timeout),
+        build_app,
+    )

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from streams.settings import Settings, SettingsError
 
 EXIT_CONFIG = 2
@@ -23,6 +24,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "and the sessions changelog), then consume agent events and publish one verdict "
         "per event until SIGTERM/SIGINT. Configured by the environment (see README).",
     )
+    add_service_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a command that runs a stream app as a service."""
     parser.add_argument(
         "--loglevel",
         default="info",
@@ -35,7 +42,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=30.0,
         help="seconds to wait for the broker while ensuring topics (default: 30)",
     )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,24 +50,34 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    # One loop for the topic check and the worker: faust binds to the current loop.
+
+    def build_app() -> Any:
+        from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
+
+        return create_app(settings, follow_policies=True)
+
+    return run_service("worker", args, lambda timeout: create_topics(settings, timeout), build_app)
+
+
+def run_service(
+    command: str,
+    args: argparse.Namespace,
+    ensure_topics: Callable[[float], Awaitable[list[TopicOutcome]]],
+    build_app: Callable[[], Any],
+) -> int:
+    """Ensure the topics (printing each), then run the app until SIGTERM/SIGINT."""
+    # One loop for the topic check and the app: faust binds to the current loop.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        for outcome in loop.run_until_complete(create_topics(settings, args.topic_timeout)):
+        for outcome in loop.run_until_complete(ensure_topics(args.topic_timeout)):
             state = "created" if outcome.created else "exists"
             print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
     except (BrokerUnreachable, TopicError) as exc:
-        print(f"loopwatch worker: {exc}", file=sys.stderr)
+        print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
         return EXIT_BROKER
-    return _run_worker(settings, args.loglevel, loop)
-
-
-def _run_worker(settings: Settings, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
-    from streams.app import create_app  # noqa: PLC0415  (lazy: `loopwatch --help` needs no faust)
-
-    return run_faust_app(create_app(settings, follow_policies=True), loglevel, loop)
+    return run_faust_app(build_app(), args.loglevel, loop)
 
 
 def run_faust_app(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:

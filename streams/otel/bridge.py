@@ -7,8 +7,9 @@
    window, `streams.otel.ordering`); sessions whose window closed → events on
    `agent-events`. Ticks (records without a key, one per partition per second from every
    bridge) carry the wall clock, so windows close while no span arrives. The bridge's
-   clock per partition is the newest record time it has read there, which makes a replay
-   of the same records close the same windows: the same events with the same `seq`.
+   clock per partition is the newest tick it has read there (before the first one, the
+   time of the first span record), which makes a replay of the same records close the
+   same windows: the same events with the same `seq`.
 
 The table is written only while a record of the same partition is being processed, as
 faust requires: a session's span records and the ticks of its partition.
@@ -123,8 +124,11 @@ class OtelBridge:
         await self._release_due(partition)
 
     async def _admit(self, partition: int, key: bytes, record: SpanRecord) -> None:
-        self._advance(partition, record.received_ms)
-        session, admission = admit(self._load(key), record)
+        # The clock is the ticks' (one wall clock per bridge, in the topic, so a replay
+        # sees the same); a Collector's record time stands in only before the first tick,
+        # since the Collector's clock may be off.
+        now = self._clock.setdefault(partition, record.received_ms)
+        session, admission = admit(self._load(key), record, now)
         if admission == "stale":
             self.counters.spans_stale += 1
         if is_full(session):

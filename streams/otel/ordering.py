@@ -1,5 +1,5 @@
 """Per session: hold spans for a reorder window, then release them as events in span-time
-order, with `seq`, each span at most once. Pure: time is the caller's (record times).
+order, with `seq`, each span at most once. Pure: time is the caller's (the bridge clock).
 
 * `admit` takes one span. A span already pending, or released already or older than the
   newest released one (`start_ns` below the session's horizon), is *stale*: dropped and
@@ -42,9 +42,9 @@ class BridgeSession:
     horizon_ids: list[str] = field(default_factory=list)
     pending: dict[str, SpanRecord] = field(default_factory=dict)
     opened_ms: int = 0
-    """Record time of the oldest pending span: the window closes `window_ms` after it."""
+    """The clock at the oldest pending span: the window closes `window_ms` after it."""
     last_ms: int = 0
-    """Newest record time of the session (its idle TTL runs from here)."""
+    """The clock at the session's newest span (its idle TTL runs from here)."""
     open_chat: tuple[str, str] | None = None
     """(span id, parent id) of the newest released chat span: later tools may be its."""
 
@@ -83,10 +83,14 @@ class BridgeSession:
         )
 
 
-def admit(state: BridgeSession | None, record: SpanRecord) -> tuple[BridgeSession, Admission]:
-    """The session with `record` pending, or unchanged (but for its clock) when stale."""
+def admit(
+    state: BridgeSession | None, record: SpanRecord, now_ms: int | None = None
+) -> tuple[BridgeSession, Admission]:
+    """The session with `record` pending, or unchanged (but for its clock) when stale.
+    `now_ms`: the bridge's clock (None: the record's own time)."""
+    now = record.received_ms if now_ms is None else now_ms
     session = BridgeSession() if state is None else replace(state, pending=dict(state.pending))
-    session.last_ms = max(session.last_ms, record.received_ms)
+    session.last_ms = max(session.last_ms, now)
     if (
         record.span_id in session.pending
         or record.start_ns < session.horizon_ns
@@ -94,7 +98,7 @@ def admit(state: BridgeSession | None, record: SpanRecord) -> tuple[BridgeSessio
     ):
         return session, "stale"
     if not session.pending:
-        session.opened_ms = record.received_ms
+        session.opened_ms = now
     session.pending[record.span_id] = record
     return session, "pending"
 
