@@ -4,9 +4,10 @@ tools and per-tool thresholds, validated so a bad value names its key and value.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict
 
 from models.verdicts import ALL_RULES, RULES, RuleName
 
@@ -66,48 +67,43 @@ class DetectionConfig(BaseModel):
     tool_thresholds: dict[str, int] = {}
     """A tool's own threshold, replacing the rule's when every named tool has one."""
 
-    _enabled: tuple[RuleName, ...] = PrivateAttr(default=RULES)
-    _exempt: frozenset[str] = PrivateAttr(default=frozenset())
-    _seed: bool = PrivateAttr(default=True)
-    _tool_policy: bool = PrivateAttr(default=False)
-
     def __init__(self, **data: Any) -> None:
         _check(data)
         super().__init__(**data)
 
-    def model_post_init(self, context: Any, /) -> None:
-        chosen = PROFILE_RULES[self.profile]
-        self._enabled = tuple(rule for rule in ALL_RULES if self.rules.get(rule, rule in chosen))
-        self._exempt = frozenset(self.exempt_tools)
-        self._tool_policy = bool(self.exempt_tools or self.tool_thresholds)
-        self._seed = (
-            self._enabled == RULES
-            and not self.batches_compare_results
-            and not self.exempt_tools
-            and not self.tool_thresholds
-        )
+    # Derived once per config (cached_property: plain attribute reads after the first;
+    # pydantic leaves them out of equality and dumps). The core reads them per event.
 
-    @property
+    @cached_property
     def enabled_rules(self) -> tuple[RuleName, ...]:
         """The rules that run, in evaluation order."""
-        return self._enabled
+        chosen = PROFILE_RULES[self.profile]
+        return tuple(rule for rule in ALL_RULES if self.rules.get(rule, rule in chosen))
 
-    @property
+    @cached_property
     def batches_compare_results(self) -> bool:
         """Whether `repeated_batch` is result-aware (contract §9.3)."""
         if self.result_aware_batches is None:
             return self.profile == "extended"
         return self.result_aware_batches
 
-    @property
+    @cached_property
     def has_tool_policy(self) -> bool:
         """Exempt tools or per-tool thresholds are set (§9.6)."""
-        return self._tool_policy
+        return bool(self.exempt_tools or self.tool_thresholds)
 
-    @property
+    @cached_property
     def is_seed(self) -> bool:
         """Exactly SPEC §4's rules (thresholds aside): the core's fast path."""
-        return self._seed
+        return (
+            self.enabled_rules == RULES
+            and not self.batches_compare_results
+            and not self.has_tool_policy
+        )
+
+    @cached_property
+    def _exempt(self) -> frozenset[str]:
+        return frozenset(self.exempt_tools)
 
     def rule_threshold(self, rule: RuleName) -> int:
         """The threshold a rule uses when no per-tool threshold applies."""
@@ -117,6 +113,8 @@ class DetectionConfig(BaseModel):
     def threshold_for(self, rule: RuleName, tool_names: tuple[str, ...]) -> int | None:
         """The threshold in force for a match naming `tool_names`; None when every named
         tool is exempt (the match is ignored)."""
+        if not self.has_tool_policy:
+            return self.rule_threshold(rule)
         if tool_names and all(name in self._exempt for name in tool_names):
             return None
         own = self.tool_thresholds

@@ -12,6 +12,7 @@ from models import DetectionConfig
 from streams.detector.rules.base import Hit, Rule
 from streams.detector.rules.repeated_batch import RULE as CALLS_ONLY
 from streams.detector.rules.steps import STEPS, Steps
+from streams.detector.tools import short_digest
 
 
 class RepeatedBatchOutcomes(Rule[Steps]):
@@ -26,7 +27,7 @@ class RepeatedBatchOutcomes(Rule[Steps]):
         limit = config.threshold_for(self.name, part.tools)
         if limit is None or part.aware_run < limit:
             return None
-        return Hit(part.tools, part.aware_run, limit, part.batch)
+        return Hit(part.tools, part.aware_run, limit, short_digest(part.batch))
 
 
 RULE = RepeatedBatchOutcomes()

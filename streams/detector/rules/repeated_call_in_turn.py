@@ -10,6 +10,7 @@ from __future__ import annotations
 from models import DetectionConfig
 from streams.detector.rules.base import Hit, Rule
 from streams.detector.rules.steps import STEPS, Steps
+from streams.detector.tools import short_digest
 
 
 class RepeatedCallInTurn(Rule[Steps]):
@@ -28,7 +29,7 @@ class RepeatedCallInTurn(Rule[Steps]):
         limit = config.threshold_for(self.name, part.turn_tools)
         if limit is None or part.turn_count < limit:
             return None
-        return Hit(part.turn_tools, part.turn_count, limit, part.batch)
+        return Hit(part.turn_tools, part.turn_count, limit, short_digest(part.batch))
 
 
 RULE = RepeatedCallInTurn()

@@ -27,7 +27,9 @@ class RepeatedCycle(Rule[Steps]):
     def check(self, part: Steps, config: DetectionConfig) -> Hit | None:
         if len(part.units) < 2:
             return None
-        for period, names, repetitions in cycles(part):
+        # No period can match below the lowest threshold that could be in force.
+        lowest = min((config.cycle_threshold, *config.tool_thresholds.values()))
+        for period, names, repetitions in cycles(part, lowest):
             limit = config.threshold_for(self.name, names)
             if limit is not None and repetitions >= limit:
                 # The same whichever unit of the cycle came last: sorted unit digests.

@@ -20,7 +20,7 @@ content: call ids are digests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from models import AssistantMessage, ToolResult
@@ -45,9 +45,9 @@ class Unit:
     tools: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated once returned (frozen costs ~2x per construction)
 class Steps:
-    """Immutable: every update returns a new one (a session's state shares it until then)."""
+    """A tracker part: every update returns a new one (a session's state shares it)."""
 
     # the newest tool step, while its outcome window is open
     ids: frozenset[str] | None = None
@@ -92,39 +92,54 @@ class Steps:
 EMPTY = Steps()
 
 
-def _abandon(steps: Steps) -> dict[str, Any]:
-    """A new assistant message: the pending step's window closes; incomplete, it empties
+def _copy(s: Steps) -> Steps:
+    # Spelled out: much faster than dataclasses.replace on the per-event path.
+    return Steps(
+        s.ids,
+        s.open_ids,
+        s.batch,
+        s.tools,
+        s.results,
+        s.total,
+        s.joinable,
+        s.continues,
+        s.last_outcome,
+        s.same_outcomes,
+        s.aware_run,
+        s.turn_count,
+        s.turn_tools,
+        s.units,
+        s.tails,
+    )
+
+
+_NO_TAILS = (0, 0, 0, 0)
+
+
+def _abandoned(steps: Steps) -> bool:
+    """A new assistant message closes the pending step's window: incomplete, it empties
     the cycle sequence."""
-    if steps.joinable and (steps.ids is None or steps.open_ids):
-        return {"units": (), "tails": (0, 0, 0, 0)}
-    return {}
+    return steps.joinable and (steps.ids is None or bool(steps.open_ids))
 
 
 def on_boundary(steps: Steps) -> Steps:
-    if steps is EMPTY:
+    if not (steps.joinable or steps.turn_count or steps.units):
         return steps
-    return replace(steps, joinable=False, turn_count=0, turn_tools=(), units=(), tails=(0, 0, 0, 0))
+    new = _copy(steps)
+    new.joinable = False
+    new.turn_count = 0
+    new.turn_tools = ()
+    new.units = ()
+    new.tails = _NO_TAILS
+    return new
 
 
 def on_text_step(steps: Steps) -> Steps:
-    changes = _abandon(steps)
-    return replace(
-        steps,
-        ids=None,
-        open_ids=frozenset(),
-        batch="",
-        tools=(),
-        results=0,
-        total=0,
-        joinable=False,
-        continues=False,
-        last_outcome=None,
-        same_outcomes=0,
-        aware_run=0,
-        turn_count=0,
-        turn_tools=(),
-        **changes,
-    )
+    if steps is EMPTY:
+        return steps
+    if _abandoned(steps) or not steps.units:
+        return EMPTY
+    return Steps(units=steps.units, tails=steps.tails)
 
 
 def on_tool_step(
@@ -140,8 +155,10 @@ def on_tool_step(
     """A tool step: `batch` its batch digest, then per call its id digest, fingerprint and
     name (in order); `tools` the sorted distinct names; `continues`: same batch as the
     tool step before it, with no text step between (rule 4's run goes on)."""
-    changes = _abandon(steps)
     # Result-aware batches: close the previous step's outcome and extend its run.
+    previous: str | None = None
+    same_outcomes = 0
+    aware_run = 1
     if continues and steps.batch:
         previous = steps.outcome()
         if previous == UNKNOWN:  # equals nothing, not even itself
@@ -151,39 +168,38 @@ def on_tool_step(
         else:
             same_outcomes = 1
         aware_run = 1 + same_outcomes
-    else:
-        previous, same_outcomes, aware_run = None, 0, 1
     # Identical calls in this message.
-    counts: dict[str, int] = {}
-    for fingerprint in fingerprints:
-        counts[fingerprint] = counts.get(fingerprint, 0) + 1
-    top = max(counts.values())
-    if top > 1:
-        turn_tools = tuple(
-            sorted(
-                {name for name, fp in zip(names, fingerprints, strict=True) if counts[fp] == top}
-            )
-        )
+    if len(fingerprints) == 1:
+        top, turn_tools = 1, tools
     else:
-        turn_tools = tools
+        counts: dict[str, int] = {}
+        for fingerprint in fingerprints:
+            counts[fingerprint] = counts.get(fingerprint, 0) + 1
+        top = max(counts.values())
+        if top > 1:
+            pairs = zip(names, fingerprints, strict=True)
+            turn_tools = tuple(sorted({name for name, fp in pairs if counts[fp] == top}))
+        else:
+            turn_tools = tools
     ids = frozenset(id_digests)
     known = len(ids) <= MAX_STEP_IDS
-    return replace(
-        steps,
-        ids=ids if known else None,
-        open_ids=ids if known else frozenset(),
-        batch=batch,
-        tools=tools,
-        results=0,
-        total=0,
-        joinable=True,
-        continues=continues,
-        last_outcome=previous,
-        same_outcomes=same_outcomes,
-        aware_run=aware_run,
-        turn_count=top,
-        turn_tools=turn_tools,
-        **changes,
+    abandoned = _abandoned(steps)
+    return Steps(
+        ids if known else None,
+        ids if known else frozenset(),
+        batch,
+        tools,
+        0,
+        0,
+        True,
+        continues,
+        previous,
+        same_outcomes,
+        aware_run,
+        top,
+        turn_tools,
+        () if abandoned else steps.units,
+        _NO_TAILS if abandoned else steps.tails,
     )
 
 
@@ -192,49 +208,51 @@ def on_result(steps: Steps, id_digest: str, signature: str | None) -> Steps:
     ids = steps.ids
     if ids is None or id_digest not in ids:
         return steps
-    value = 0 if signature is None else int(signature.replace(":", ""), 16)
-    results = steps.results + 1
-    total = (steps.total + value) & _SUM_MASK
-    open_ids = steps.open_ids
-    if id_digest not in open_ids:
-        return replace(steps, results=results, total=total)
-    open_ids = open_ids - {id_digest}
+    new = _copy(steps)
+    new.results += 1
+    if signature is not None:
+        new.total = (steps.total + int(signature.replace(":", ""), 16)) & _SUM_MASK
+    if id_digest not in steps.open_ids:
+        return new
+    new.open_ids = open_ids = steps.open_ids - {id_digest}
     if open_ids or not steps.joinable:
-        return replace(steps, open_ids=open_ids, results=results, total=total)
-    unit = Unit(short_digest(f"{steps.batch}/{results}:{total:x}"), steps.tools)
-    return replace(
-        steps,
-        open_ids=open_ids,
-        results=results,
-        total=total,
-        **_append(steps.units, steps.tails, unit),
-    )
+        return new
+    unit = Unit(short_digest(f"{steps.batch}/{new.results}:{new.total:x}"), steps.tools)
+    new.units, new.tails = _append(steps.units, steps.tails, unit)
+    return new
 
 
-def _append(units: tuple[Unit, ...], tails: tuple[int, ...], unit: Unit) -> dict[str, Any]:
+def _append(
+    units: tuple[Unit, ...], tails: tuple[int, int, int, int], unit: Unit
+) -> tuple[tuple[Unit, ...], tuple[int, int, int, int]]:
     size = len(units)
-    new_tails = tuple(
-        tail + 1
-        if size >= period and unit.digest == units[-period].digest
-        else min(size + 1, period)
-        for period, tail in zip(PERIODS, tails, strict=True)
-    )
-    return {"units": (*units, unit)[-MAX_PERIOD:], "tails": new_tails}
+
+    def tail(period: int, length: int) -> int:
+        if size >= period and unit.digest == units[-period].digest:
+            return length + 1
+        return min(size + 1, period)
+
+    new_tails = (tail(2, tails[0]), tail(3, tails[1]), tail(4, tails[2]), tail(5, tails[3]))
+    return (*units, unit)[-MAX_PERIOD:], new_tails
 
 
-def cycles(steps: Steps) -> list[tuple[int, tuple[str, ...], int]]:
-    """(period, tool names, repetitions) for each period 2-5 whose last L units are not
-    all equal, smallest period first: the threshold decides which one matches."""
+def cycles(steps: Steps, at_least: int) -> list[tuple[int, tuple[str, ...], int]]:
+    """(period, tool names, repetitions) for each period 2-5 with at least `at_least`
+    repetitions whose last L units are not all equal, smallest period first: the
+    threshold in force for the names decides which one matches."""
     units = steps.units
     found = []
     for period, tail in zip(PERIODS, steps.tails, strict=True):
         if len(units) < period:
             break
+        repetitions = tail // period
+        if repetitions < at_least:
+            continue
         last = units[-period:]
         if all(unit.digest == last[0].digest for unit in last):
             continue
         names = tuple(sorted({name for unit in last for name in unit.tools}))
-        found.append((period, names, tail // period))
+        found.append((period, names, repetitions))
     return found
 
 
@@ -252,7 +270,9 @@ class StepsTracker(Tracker[Steps]):
 
     def on_tool_step(self, part: Steps, event: AssistantMessage, call_digests: list[str]) -> Steps:
         names = tuple(call.name for call in event.tool_calls)
-        batch = short_digest(",".join(sorted(call_digests)))
+        # The sorted call digests themselves (no second hash of rule 4's batch): digests
+        # only, at most 64 calls' worth while a step is pending.
+        batch = ",".join(sorted(call_digests))
         return on_tool_step(
             part,
             batch=batch,
