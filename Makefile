@@ -22,15 +22,15 @@ $(BIN)/loopwatch: pyproject.toml
 venv: $(BIN)/loopwatch
 
 lint: venv
-	$(BIN)/ruff check models streams tests ops
-	$(BIN)/ruff format --check models streams tests ops
+	$(BIN)/ruff check models streams tests ops examples
+	$(BIN)/ruff format --check models streams tests ops examples
 
 typecheck: venv
 	$(BIN)/mypy
 
 format: venv
-	$(BIN)/ruff format models streams tests ops
-	$(BIN)/ruff check --fix models streams tests ops
+	$(BIN)/ruff format models streams tests ops examples
+	$(BIN)/ruff check --fix models streams tests ops examples
 
 test-unit: venv
 	$(BIN)/pytest tests/unit

@@ -171,10 +171,19 @@ class LoopwatchClient:
         first use (the framework adapters call this before every model call)."""
         tracker = self._trackers.get(session_id)
         if tracker is None:
-            session = await self.open_session(session_id, agent_id=agent_id, first_seq=first_seq)
+            session = await self.session(session_id, agent_id=agent_id, first_seq=first_seq)
             tracker = HistoryTracker(session, fmt, tool_error=tool_error)
             self._trackers[session_id] = tracker
         return tracker
+
+    async def session(
+        self, session_id: str, *, agent_id: str | None = None, first_seq: int = 0
+    ) -> Session:
+        """The open session with this id, opened now if there is none."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = await self.open_session(session_id, agent_id=agent_id, first_seq=first_seq)
+        return session
 
     async def end_session(self, session_id: str) -> None:
         """Publish `session_end` for a session opened by `tracker()` (no-op if unknown)."""

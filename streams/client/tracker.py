@@ -12,6 +12,10 @@ summarises old messages, the messages still present are recognised by their cont
 (a digest), keep their numbers, and are not published again; warnings of messages that
 were trimmed away are no longer placed. Messages that appear in front of the known ones
 (a summary replacing trimmed turns) are not new turns and are not published.
+
+Cost: each call digests every message of the history it is given (one SHA-256 of its
+JSON each), so a session of n model calls does O(n²) small hashes in total; the state
+kept is one (number, digest) pair per message of the latest history.
 """
 
 from __future__ import annotations

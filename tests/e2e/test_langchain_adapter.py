@@ -3,6 +3,7 @@ middleware against the real broker and worker."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,13 +61,17 @@ def scripted_model(*, looping: bool) -> RecordingFakeModel:
     return RecordingFakeModel(messages=iter(answers), requests=[])
 
 
-async def run_agent(client: LoopwatchClient, *, looping: bool, thread: str) -> Any:
+async def run_agent(
+    client: LoopwatchClient, *, looping: bool, thread: str, sync: bool = False
+) -> Any:
     model = scripted_model(looping=looping)
     agent = create_agent(model, [search], middleware=[LoopwatchMiddleware(client)])
-    state = await agent.ainvoke(
-        {"messages": [{"role": "user", "content": "find me a direct flight"}]},
-        {"configurable": {"thread_id": thread}},
-    )
+    request = {"messages": [{"role": "user", "content": "find me a direct flight"}]}
+    config: Any = {"configurable": {"thread_id": thread}}
+    if sync:  # a synchronous agent in its own thread; the client stays on this loop
+        state = await asyncio.to_thread(agent.invoke, request, config)
+    else:
+        state = await agent.ainvoke(request, config)
     await client.end_session(thread)
     return model.requests, state["messages"]
 
@@ -79,9 +84,11 @@ async def test_the_warning_reaches_the_next_request_and_never_the_state(
     ) as client:
         requests, stored = await run_agent(client, looping=True, thread="lc-looping")
         clean_requests, clean_stored = await run_agent(client, looping=False, thread="lc-clean")
+        sync_requests, _ = await run_agent(client, looping=True, thread="lc-sync", sync=True)
 
     assert len(requests) == LOOP_STEPS + 1
     assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
     last = requests[LOOP_STEPS]
     # right after the third tool result, as system messages
     placed = next(i for i, m in enumerate(last) if isinstance(m, SystemMessage))
@@ -92,3 +99,5 @@ async def test_the_warning_reaches_the_next_request_and_never_the_state(
     assert not any(isinstance(m, SystemMessage) for m in stored)
     assert [warnings_in(r) for r in clean_requests] == [[]] * (LOOP_STEPS + 1)
     assert warnings_in(clean_stored) == []
+    # wrap_model_call (sync) places the same warning at the same point
+    assert [len(warnings_in(r)) for r in sync_requests] == [len(warnings_in(r)) for r in requests]

@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 
-import models
+from models import fingerprints
 from models.fingerprints import (
     CALL_DROPPED_KEYS,
     RESULT_DROPPED_KEYS,
+    call_fingerprint,
     canonical_json,
     normalise,
     normalise_text,
+    result_fingerprint,
 )
 
 VECTORS: dict[str, Any] = json.loads(
-    (Path(models.__file__).parent / "fingerprint_vectors.json").read_text(encoding="utf-8")
+    (Path(fingerprints.__file__).parent / "fingerprint_vectors.json").read_text(encoding="utf-8")
 )
 
 
@@ -36,7 +38,7 @@ def test_call_vector(vector: dict[str, Any]) -> None:
         {"tool_name": normalise(name), "arguments": normalise(arguments, CALL_DROPPED_KEYS)}
     )
     assert canonical.decode("utf-8") == vector["canonical"]
-    assert models.call_fingerprint(name, arguments) == vector["fingerprint"]
+    assert call_fingerprint(name, arguments) == vector["fingerprint"]
 
 
 @pytest.mark.parametrize("vector", VECTORS["results"], ids=lambda v: v["name"])
@@ -52,7 +54,7 @@ def test_result_vector(vector: dict[str, Any]) -> None:
         }
     )
     assert canonical.decode("utf-8") == vector["canonical"]
-    assert models.result_fingerprint(name, result, error) == vector["fingerprint"]
+    assert result_fingerprint(name, result, error) == vector["fingerprint"]
 
 
 def test_vectors_pin_the_known_digests() -> None:

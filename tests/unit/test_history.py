@@ -214,3 +214,48 @@ async def test_a_history_with_nothing_known_is_not_published_again() -> None:
     published = len(worker.records)
     await tracker.prompt([{"role": "user", "content": "a whole new context"}])
     assert len(worker.records) == published
+
+
+def parallel_responses_history() -> list[Message]:
+    return [
+        {"role": "user", "content": "check both"},
+        {"type": "reasoning", "id": "rs", "summary": []},
+        {"type": "function_call", "call_id": "a", "name": "x", "arguments": "{}"},
+        {"type": "function_call", "call_id": "b", "name": "y", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "1"},
+        {"type": "function_call_output", "call_id": "b", "output": "2"},
+        {"type": "message", "role": "assistant", "content": "done"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+def test_responses_a_warning_at_any_item_keeps_the_input_valid_and_prefix_stable() -> None:
+    items = parallel_responses_history()
+    anchored = [i for i, item in enumerate(items) if item.get("type") != "reasoning"]
+    for index in anchored:
+        prompt = place_responses(items, {index: ["w"]})
+        check_responses(prompt)
+        for end in range(index + 1, len(items) + 1):
+            shorter = items[:end]
+            try:
+                check_responses(shorter)
+            except AssertionError:
+                continue  # not a history a model is ever called with
+            placed = place_responses(shorter, {index: ["w"]})
+            # the warning sits where it will stay as the history grows
+            assert placed == prompt[: len(placed)]
+
+
+def test_the_responses_validator_catches_what_the_api_rejects() -> None:
+    call = {"type": "function_call", "call_id": "a", "name": "x", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "a", "output": "1"}
+    system = {"type": "message", "role": "system", "content": "x"}
+    with pytest.raises(AssertionError):
+        check_responses([call, system, output])  # between a call and its output
+    with pytest.raises(AssertionError):
+        check_responses([output])  # answers nothing
+    with pytest.raises(AssertionError):
+        check_responses([call])  # unanswered
+    with pytest.raises(AssertionError):
+        check_responses([{"type": "reasoning", "id": "r"}, system, call, output])
+    check_responses([{"type": "reasoning", "id": "r"}, call, output, system])

@@ -1,0 +1,117 @@
+"""Claude Agent SDK (`claude-agent-sdk`): hooks that publish each tool call and its
+result and hand loopwatch warnings back as `additionalContext`
+(`pip install 'loopwatch[claude-agent-sdk]'`).
+
+    hooks = LoopwatchHooks(client)
+    options = ClaudeAgentOptions(hooks=hooks.hooks())
+
+The SDK owns the history, so these hooks publish events instead of reading a history:
+`UserPromptSubmit` a `user_message` (a boundary), `PostToolUse` and `PostToolUseFailure`
+one `assistant_message` with the call and its `tool_result` (the failure's `error` makes
+it failed; docs/contract.md §2). The hook then waits for the verdicts (fail-open) and
+returns each new warning as `additionalContext`, which Claude Code adds to what the
+model reads next; the tool result itself is never changed. The session is the SDK's
+`session_id`.
+
+Claude Code's own tool names are mapped to the contract's (`Bash` → `bash`, `Edit` and
+`MultiEdit` → `edit_file`, `Write` → `write_file`, `Read` → `read_file` with `file_path`
+as `path`), so the seed rules know which tools mutate and which read. Parallel calls of
+one model turn arrive one hook at a time and are published as separate steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from claude_agent_sdk import HookContext, HookMatcher
+from claude_agent_sdk.types import HookEvent, HookInput, HookJSONOutput
+
+from streams.client.client import LoopwatchClient
+from streams.client.encoding import Call
+from streams.client.placement import warning_text
+from streams.client.session import Session
+
+CLAUDE_TOOL_NAMES: Mapping[str, str] = {
+    "Bash": "bash",
+    "Edit": "edit_file",
+    "MultiEdit": "edit_file",
+    "Write": "write_file",
+    "Read": "read_file",
+}
+"""Claude Code tool names and the contract's names for them (docs/contract.md §4)."""
+
+
+def contract_call(tool_name: str, tool_input: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A Claude Code tool call with the contract's tool name and read arguments."""
+    name = CLAUDE_TOOL_NAMES.get(tool_name, tool_name)
+    arguments = dict(tool_input)
+    if name == "read_file" and "file_path" in arguments:
+        arguments["path"] = arguments.pop("file_path")
+    return name, arguments
+
+
+class LoopwatchHooks:
+    """The hook callables for `ClaudeAgentOptions(hooks=...)`; one per process."""
+
+    def __init__(self, client: LoopwatchClient, *, agent_id: str | None = None) -> None:
+        self.client = client
+        self.agent_id = agent_id
+        self._given: dict[str, set[int]] = {}  # session -> seqs of warnings handed out
+
+    def hooks(self) -> dict[HookEvent, list[HookMatcher]]:
+        """What `ClaudeAgentOptions(hooks=...)` takes."""
+        return {
+            "UserPromptSubmit": [HookMatcher(hooks=[self.user_prompt_submit])],
+            "PostToolUse": [HookMatcher(hooks=[self.post_tool_use])],
+            "PostToolUseFailure": [HookMatcher(hooks=[self.post_tool_use_failure])],
+        }
+
+    async def user_prompt_submit(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        session = await self._session(hook_input)
+        await session.user()  # the prompt's text stays in the runtime
+        return {}
+
+    async def post_tool_use(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        data: Mapping[str, Any] = hook_input
+        return await self._step(hook_input, data.get("tool_response"), None, "PostToolUse")
+
+    async def post_tool_use_failure(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        data: Mapping[str, Any] = hook_input
+        error = str(data.get("error") or "")
+        return await self._step(hook_input, None, error, "PostToolUseFailure")
+
+    async def _step(
+        self, hook_input: HookInput, result: Any, error: str | None, event: str
+    ) -> HookJSONOutput:
+        data: Mapping[str, Any] = hook_input
+        session = await self._session(hook_input)
+        name, arguments = contract_call(data["tool_name"], data.get("tool_input") or {})
+        call = Call(data["tool_use_id"], name, arguments)
+        await session.assistant(None, [call])
+        await session.tool_result(call.id, name, result, error)
+        wait = await session.verdicts()
+        given = self._given.setdefault(session.session_id, set())
+        texts = []
+        for placed in wait.warnings:
+            if placed.seq not in given:
+                given.add(placed.seq)
+                texts.append(warning_text(placed.warning.message))
+        if not texts:
+            return {}
+        output: Any = {"hookEventName": event, "additionalContext": "\n".join(texts)}
+        return {"hookSpecificOutput": output}
+
+    async def _session(self, hook_input: HookInput) -> Session:
+        return await self.client.session(hook_input["session_id"], agent_id=self.agent_id)
+
+    async def end(self, session_id: str) -> None:
+        """Publish `session_end` (e.g. from a `Stop` hook or when the client closes)."""
+        self._given.pop(session_id, None)
+        await self.client.end_session(session_id)

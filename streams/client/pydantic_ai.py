@@ -1,0 +1,114 @@
+"""Pydantic AI: a capability whose `before_model_request` hook places loopwatch warnings
+into each model request (`pip install 'loopwatch[pydantic-ai]'`).
+
+    agent = Agent(model, tools=[...], capabilities=[LoopwatchCapability(client)])
+
+Before each request it publishes the new messages (read as Anthropic Messages: a
+`ModelRequest` is a user turn, a `ModelResponse` an assistant turn, docs/contract.md §6),
+waits for their verdicts (fail-open) and adds each warning as a `UserPromptPart` to a
+copy of the request it belongs to. Pydantic AI sends `request_context.messages` for this
+request only, so the run's message history never contains a warning. A tool retry
+(`RetryPromptPart` naming a tool) is a failed result. The session is the run's
+`conversation_id` (or its `run_id`) unless `session_id` says otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+
+from streams.client.client import LoopwatchClient
+from streams.client.placement import warning_text
+
+SessionIdOf = Callable[[RunContext[Any]], str]
+
+
+@dataclasses.dataclass
+class LoopwatchCapability(AbstractCapability[Any]):
+    """Places loopwatch warnings into every model request of a Pydantic AI agent."""
+
+    client: LoopwatchClient
+    session_id: str | SessionIdOf | None = None
+    """A fixed id, a function of the run context, or None for the run's conversation."""
+    agent_id: str | None = None
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        messages = list(request_context.messages)
+        tracker = await self.client.tracker(
+            self._session_of(ctx), "anthropic", agent_id=self.agent_id
+        )
+        system = "\n".join(p.content for m in messages for p in _system_parts(m)) or None
+        warnings = await tracker.warnings([anthropic_message(m) for m in messages], system=system)
+        if not warnings:
+            return request_context
+        for index in sorted(warnings):
+            # A response's warnings go to the request after it (that user turn).
+            target = index if isinstance(messages[index], ModelRequest) else index + 1
+            parts = [UserPromptPart(content=warning_text(text)) for text in warnings[index]]
+            if target == len(messages):
+                messages.append(ModelRequest(parts=parts))
+            else:
+                request = messages[target]
+                assert isinstance(request, ModelRequest)
+                messages[target] = dataclasses.replace(request, parts=[*request.parts, *parts])
+        return dataclasses.replace(request_context, messages=messages)
+
+    def _session_of(self, ctx: RunContext[Any]) -> str:
+        if isinstance(self.session_id, str):
+            return self.session_id
+        if self.session_id is not None:
+            return self.session_id(ctx)
+        session = ctx.conversation_id or ctx.run_id
+        if session is None:
+            raise ValueError("LoopwatchCapability: the run has no id; pass session_id=")
+        return session
+
+
+def anthropic_message(message: ModelMessage) -> dict[str, Any]:
+    """A Pydantic AI message as an Anthropic message (only what detection reads)."""
+    blocks: list[dict[str, Any]] = []
+    if isinstance(message, ModelResponse):
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                blocks.append({"type": "text", "text": part.content})
+            elif isinstance(part, ToolCallPart):
+                call = {"id": part.tool_call_id, "name": part.tool_name}
+                blocks.append({"type": "tool_use", **call, "input": part.args_as_dict()})
+        return {"role": "assistant", "content": blocks}
+    for item in message.parts:
+        if isinstance(item, ToolReturnPart):
+            result = {"tool_use_id": item.tool_call_id, "content": item.model_response_str()}
+            blocks.append({"type": "tool_result", **result})
+        elif isinstance(item, RetryPromptPart) and item.tool_name is not None:
+            retry = {"tool_use_id": item.tool_call_id, "content": item.model_response()}
+            blocks.append({"type": "tool_result", **retry, "is_error": True})
+        elif isinstance(item, UserPromptPart | RetryPromptPart):
+            text = item.content if isinstance(item.content, str) else str(item.content)
+            blocks.append({"type": "text", "text": text})
+    # tool results first, as in an Anthropic user turn
+    blocks.sort(key=lambda block: block["type"] != "tool_result")
+    return {"role": "user", "content": blocks}
+
+
+def _system_parts(message: ModelMessage) -> list[SystemPromptPart]:
+    if isinstance(message, ModelRequest):
+        return [p for p in message.parts if isinstance(p, SystemPromptPart)]
+    return []

@@ -1,0 +1,105 @@
+"""OpenAI Agents SDK: a real `Runner.run` loop with a scripted model (the SDK ships no fake
+model; this one implements its `Model` interface), the input filter against the real
+broker and worker."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents.models.interface import Model
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from streams.client import MARKER, LoopwatchClient
+from streams.client.openai_agents import input_item, loopwatch_input_filter
+from streams.demo.worker_process import WorkerProcess
+from streams.settings import Settings
+from tests.e2e.frameworks import (
+    LOOP_STEPS,
+    VERDICT_TIMEOUT,
+    search_arguments,
+    search_result,
+    warnings_in,
+)
+from tests.prompt_rules import check_responses
+
+pytestmark = pytest.mark.kafka
+
+
+class ScriptedModel(Model):
+    """Calls `search` LOOP_STEPS times, then answers; remembers every input it got."""
+
+    def __init__(self, *, looping: bool) -> None:
+        self.looping = looping
+        self.inputs: list[list[dict[str, Any]]] = []
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.inputs.append([input_item(item) for item in input])
+        step = len(self.inputs) - 1
+        output: list[Any]
+        if step < LOOP_STEPS:
+            arguments = json.dumps(search_arguments(step, looping=self.looping))
+            output = [
+                ResponseFunctionToolCall(
+                    type="function_call", call_id=f"call_{step}", name="search", arguments=arguments
+                )
+            ]
+        else:
+            text = ResponseOutputText(type="output_text", text="No such flight.", annotations=[])
+            output = [
+                ResponseOutputMessage(
+                    id="msg_1", type="message", role="assistant", status="completed", content=[text]
+                )
+            ]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the test runs without streaming")
+
+
+@function_tool
+def search(query: str) -> str:
+    """Search for flights."""
+    return search_result({"query": query})
+
+
+async def run_agent(client: LoopwatchClient, *, looping: bool, session: str) -> Any:
+    model = ScriptedModel(looping=looping)
+    agent = Agent(name="booker", instructions="Book flights.", model=model, tools=[search])
+    config = RunConfig(
+        call_model_input_filter=loopwatch_input_filter(client, session), tracing_disabled=True
+    )
+    result = await Runner.run(agent, "find me a direct flight", run_config=config)
+    await client.end_session(session)
+    return model.inputs, result.to_input_list()
+
+
+async def test_the_warning_reaches_the_next_input_and_never_the_run_items(
+    worker: WorkerProcess, e2e_settings: Settings
+) -> None:
+    async with LoopwatchClient.from_settings(
+        e2e_settings, verdict_timeout=VERDICT_TIMEOUT
+    ) as client:
+        inputs, stored = await run_agent(client, looping=True, session="oa-looping")
+        clean_inputs, clean_stored = await run_agent(client, looping=False, session="oa-clean")
+
+    assert len(inputs) == LOOP_STEPS + 1
+    assert [warnings_in(i) for i in inputs[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(inputs[LOOP_STEPS])  # the helper sees them where they are
+    last = inputs[LOOP_STEPS]
+    check_responses(last)
+    placed = next(i for i, item in enumerate(last) if item.get("role") == "system")
+    assert last[placed - 1]["type"] == "function_call_output"
+    assert last[placed]["content"].startswith(MARKER)
+    assert "repeated_result" in json.dumps(last[placed:])
+    assert warnings_in(stored) == []
+    assert [warnings_in(i) for i in clean_inputs] == [[]] * (LOOP_STEPS + 1)
+    assert warnings_in(clean_stored) == []

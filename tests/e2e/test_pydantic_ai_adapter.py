@@ -1,0 +1,86 @@
+"""Pydantic AI: a real agent run driven by Pydantic AI's `FunctionModel`, with the
+capability against the real broker and worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from streams.client import MARKER, LoopwatchClient
+from streams.client.pydantic_ai import LoopwatchCapability
+from streams.demo.worker_process import WorkerProcess
+from streams.settings import Settings
+from tests.e2e.frameworks import (
+    LOOP_STEPS,
+    VERDICT_TIMEOUT,
+    search_arguments,
+    search_result,
+    warnings_in,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def scripted(looping: bool, requests: list[list[ModelMessage]]) -> FunctionModel:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(list(messages))
+        step = len(requests) - 1
+        if step < LOOP_STEPS:
+            arguments = search_arguments(step, looping=looping)
+            return ModelResponse(parts=[ToolCallPart("search", arguments, f"call_{step}")])
+        return ModelResponse(parts=[TextPart("No such flight.")])
+
+    return FunctionModel(answer)
+
+
+async def run_agent(client: LoopwatchClient, *, looping: bool, session: str) -> Any:
+    requests: list[list[ModelMessage]] = []
+    agent = Agent(
+        scripted(looping, requests),
+        capabilities=[LoopwatchCapability(client, session_id=session)],
+    )
+
+    @agent.tool_plain
+    def search(query: str) -> str:
+        """Search for flights."""
+        return search_result({"query": query})
+
+    result = await agent.run("find me a direct flight")
+    await client.end_session(session)
+    return requests, result.all_messages()
+
+
+async def test_the_warning_reaches_the_next_request_and_never_the_history(
+    worker: WorkerProcess, e2e_settings: Settings
+) -> None:
+    async with LoopwatchClient.from_settings(
+        e2e_settings, verdict_timeout=VERDICT_TIMEOUT
+    ) as client:
+        requests, stored = await run_agent(client, looping=True, session="pa-looping")
+        clean_requests, clean_stored = await run_agent(client, looping=False, session="pa-clean")
+
+    assert len(requests) == LOOP_STEPS + 1
+    assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
+    last = requests[LOOP_STEPS][-1]
+    assert isinstance(last, ModelRequest)
+    # in the request that carries the third result, after it
+    kinds = [type(part) for part in last.parts]
+    assert kinds[0] is ToolReturnPart and kinds[-1] is UserPromptPart
+    assert str(last.parts[-1].content).startswith(MARKER)
+    assert "repeated_result" in str([p.content for p in last.parts])
+    assert warnings_in(stored) == []  # the run's history never holds a warning
+    assert [warnings_in(r) for r in clean_requests] == [[]] * (LOOP_STEPS + 1)
+    assert warnings_in(clean_stored) == []
