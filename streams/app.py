@@ -15,6 +15,7 @@ from typing import Any
 import faust
 
 from streams.expiry import ExpiryIndex
+from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
@@ -132,6 +133,7 @@ def create_app(
         verdicts=settings.verdicts_topic,
         warnings=settings.warnings_topic,
         dead_letters=settings.dlq_topic,
+        episodes=settings.episodes_topic,
         partitions=settings.partitions,
     )
     expiry = ExpiryIndex(
@@ -153,12 +155,9 @@ def create_app(
     )
     if outputs is None:
         outputs = _default_outputs(app, settings, topics, table)
-    if isinstance(outputs, FaustOutputs):
-        table.outputs = None  # faust's transaction manager writes the changelog
-    else:
-        table.outputs = outputs
-    policies = PolicyBook(settings.detection)
-    follower = _policy_follower(app, settings, policies, holder) if follow_policies else None
+    # under exactly_once faust's transaction manager writes the changelog
+    table.outputs = None if isinstance(outputs, FaustOutputs) else outputs
+    policies, follower = _policies(app, settings, holder, follow=follow_policies)
     handler = RecordHandler(
         store=TableSessionStore(table),
         topics=topics,
@@ -175,6 +174,7 @@ def create_app(
     )
     holder["handler"] = handler
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+    metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
 
@@ -202,6 +202,14 @@ def create_app(
 
     app.timer(interval=1.0, name="loopwatch.offset_order")(heal_stalled_partitions)
 
+    progress = PartitionProgress(metrics)
+
+    async def measure_lag() -> None:
+        positions = assigned_positions(app.consumer, events_topic, order.next_offset)
+        progress.update(positions, rebalancing=bool(app.rebalancing))
+
+    app.timer(interval=5.0, name="loopwatch.partition_lag")(measure_lag)
+
     app.on_partitions_revoked.connect(on_revoked)
 
     async def metrics_page(web: Any, request: Any) -> Any:
@@ -212,26 +220,38 @@ def create_app(
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
-    app.loopwatch_policies = policies
     return app
 
 
-def _policy_follower(
-    app: Any, settings: Settings, policies: PolicyBook, holder: dict[str, RecordHandler]
-) -> PolicyFollower:
-    """A task of the app that keeps `policies` in step with the policy topic."""
+def _policies(
+    app: Any, settings: Settings, holder: dict[str, RecordHandler], *, follow: bool
+) -> tuple[PolicyBook, PolicyFollower | None]:
+    """The policies in force and, when `follow`, a task of the app that keeps them in step
+    with the policy topic."""
+    policies = PolicyBook(settings.detection)
+    if not follow:
+        return policies, None
 
     async def on_invalid_policy(record: Any, error: InvalidPolicy) -> None:
         await holder["handler"].dead_letter_policy(record, error)
 
     follower = PolicyFollower(settings, policies, on_invalid_policy)
     app.task(follower.run)
-    return follower
+    return policies, follower
+
+
+def _worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
 
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
-        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters)
+        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
     crashes: set[asyncio.Future[Any]] = set()
 

@@ -43,6 +43,8 @@ class Settings(BaseModel):
     verdicts_topic: str = "loop-verdicts"
     warnings_topic: str = "loop-warnings"
     dlq_topic: str = "agent-events-dlq"
+    episodes_topic: str = "loop-episodes"
+    """One record per closed loop episode (docs/contract.md §8)."""
     partitions: StrictInt = Field(12, ge=1)
     """Partitions of the events topic and of the table's changelog (they must match)."""
     replication_factor: StrictInt = Field(1, ge=1)
@@ -57,6 +59,8 @@ class Settings(BaseModel):
     """Compacted topic of per-agent policy records (docs/contract.md §9.6)."""
     profile: Profile = "seed"
     """Detection profile of the built-in policy: `seed` (SPEC §4) or `extended`."""
+    episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
+    """Episodes are the unit of loop statistics over weeks; they are small and few."""
     threshold: StrictInt = Field(3, ge=1)
     mutating_failure_threshold: StrictInt = Field(2, ge=1)
     call_in_turn_threshold: StrictInt = Field(3, ge=1)
@@ -288,6 +292,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "verdicts_topic": ("LOOPWATCH_VERDICTS_TOPIC", _topic_name),
     "warnings_topic": ("LOOPWATCH_WARNINGS_TOPIC", _topic_name),
     "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", _topic_name),
+    "episodes_topic": ("LOOPWATCH_EPISODES_TOPIC", _topic_name),
     "partitions": ("LOOPWATCH_PARTITIONS", _integer(1)),
     "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", _integer(1)),
     "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", _integer(1, (-1,))),
@@ -296,6 +301,10 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", _integer(1, (-1,))),
     "config_topic": ("LOOPWATCH_CONFIG_TOPIC", _topic_name),
     "profile": ("LOOPWATCH_PROFILE", _choice("seed", "extended")),
+    "episodes_retention_seconds": (
+        "LOOPWATCH_EPISODES_RETENTION_SECONDS",
+        _integer(1, (-1,)),
+    ),
     "threshold": ("LOOPWATCH_THRESHOLD", _integer(1)),
     "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", _integer(1)),
     "call_in_turn_threshold": ("LOOPWATCH_CALL_IN_TURN_THRESHOLD", _integer(1)),

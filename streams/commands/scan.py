@@ -59,6 +59,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--fail-on-loop", action="store_true", help="exit 1 when any warning was found"
     )
+    parser.add_argument(
+        "--episodes",
+        action="store_true",
+        help="print loop episode records (docs/contract.md §8) instead of verdicts: one "
+        "line per episode as it closes; episodes still open at the end of the input "
+        "last, as expired",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -100,7 +107,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch scan: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
     with source:
-        scanner = scan_lines(source, sys.stdout.buffer, config, args.warnings_only, policy=ref)
+        scanner = scan_lines(
+            source,
+            sys.stdout.buffer,
+            config,
+            args.warnings_only,
+            episodes=args.episodes,
+            policy=ref,
+        )
     print(f"loopwatch scan: {scanner.stats.summary()}", file=sys.stderr)
     found = sum(scanner.stats.warnings.values())
     return 1 if args.fail_on_loop and found else 0
@@ -112,10 +126,12 @@ def scan_lines(
     config: DetectionConfig,
     warnings_only: bool = False,
     *,
+    episodes: bool = False,
     policy: PolicyRef | None = None,
 ) -> Scanner:
-    """Scan JSON lines from `source`, writing verdict lines to `out`; `policy` names the
-    record `config` came from in every verdict."""
+    """Scan JSON lines from `source`, writing verdict lines (or, with `episodes`, loop
+    episode lines) to `out`; `policy` names the record `config` came from in every
+    verdict."""
     scanner = Scanner(config, policy=policy)
     progress = sys.stderr.isatty()
     started = time.monotonic()
@@ -129,11 +145,17 @@ def scan_lines(
             print(f"loopwatch scan: line {number}: skipped, {exc}", file=sys.stderr)
             continue
         verdict = scanner.process(event)
-        if verdict is not None and (verdict.warning is not None or not warnings_only):
+        if episodes:
+            for episode in scanner.closed_episodes:
+                write(episode.to_json() + b"\n")
+        elif verdict is not None and (verdict.warning is not None or not warnings_only):
             write(verdict.to_json() + b"\n")
         if progress and number % _PROGRESS_EVERY == 0:
             rate = number / max(time.monotonic() - started, 1e-9)
             print(f"\r  {number:,} lines, {rate:,.0f}/s", end="", file=sys.stderr, flush=True)
+    if episodes:
+        for episode in scanner.open_episodes():
+            write(episode.to_json() + b"\n")
     if progress:
         print("\r", end="", file=sys.stderr)
     out.flush()

@@ -4,7 +4,18 @@ No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
 function of (state, event, config). Each rule lives in `streams.detector.rules`.
 """
 
-from streams.detector.core import Match, advance, evaluate, first_match, observe, warning_of
+from streams.detector.core import (
+    Match,
+    Observation,
+    advance,
+    evaluate,
+    expire_episodes,
+    first_match,
+    observe,
+    observe_episodes,
+    warning_of,
+)
+from streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
 from streams.detector.rules import (
     ALL_RULES,
     EXTENDED_ORDER,
@@ -24,12 +35,15 @@ __all__ = [
     "DEFAULT_TEXTS",
     "EXTENDED_ORDER",
     "MAX_CHAIN_RANGES",
+    "MAX_PENDING_CALLS",
     "MAX_REMEMBERED_CALLS",
     "SEED_ORDER",
     "SEED_RULES",
     "STATE_VERSION",
     "Hit",
     "Match",
+    "Observation",
+    "OpenEpisode",
     "Rule",
     "RuleSet",
     "SessionState",
@@ -37,7 +51,9 @@ __all__ = [
     "WarningTexts",
     "advance",
     "evaluate",
+    "expire_episodes",
     "first_match",
     "observe",
+    "observe_episodes",
     "warning_of",
 ]

@@ -7,6 +7,7 @@ independent of the session's length.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,9 +16,11 @@ from models import (
     AgentEvent,
     AssistantMessage,
     DetectionConfig,
+    LoopEpisode,
     LoopVerdict,
     LoopWarning,
     PolicyRef,
+    RuleName,
     SessionEnd,
     SystemMessage,
     ToolResult,
@@ -25,6 +28,7 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
+from streams.detector.episodes import OpenEpisode, pending_calls, track
 from streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
@@ -59,22 +63,94 @@ def observe(
     `rules` applies to a new session; an existing one keeps its state's rules. `config`
     chooses which of them judge (its profile and switches, docs/contract.md §9).
     `policy`: the policy record `config` comes from, named in the verdict (§9.8).
-    The input state is never modified.
+    The input state is never modified. `observe_episodes` also returns loop episodes.
     """
+    observation = observe_episodes(
+        state, event, config, evaluated_at=evaluated_at, texts=texts, rules=rules, policy=policy
+    )
+    return observation.state, observation.verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one event did: the new state, its verdict, and its loop episodes."""
+
+    state: SessionState | None
+    """None after `session_end` (the state is dropped)."""
+    verdict: LoopVerdict | None
+    """None for a duplicate or out-of-order event (nothing else changed then)."""
+    opened: tuple[OpenEpisode, ...] = ()
+    """Loop episodes this event's warning started."""
+    closed: tuple[LoopEpisode, ...] = ()
+    """Loop episodes this event ended (broken or session_ended), in rule order."""
+
+
+def observe_episodes(
+    state: SessionState | None,
+    event: AgentEvent,
+    config: DetectionConfig,
+    *,
+    evaluated_at: datetime | None = None,
+    texts: WarningTexts = DEFAULT_TEXTS,
+    rules: RuleSet = ALL_RULES,
+    policy: PolicyRef | None = None,
+) -> Observation:
+    """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
-        return state, None
+        return Observation(state, None)
     new = advance(state, event, rules)
     match = first_match(new, config)
+    warning = None if match is None else warning_of(match, texts)
     verdict = LoopVerdict(
         session_id=event.session_id,
         seq=event.seq,
         agent_id=event.agent_id,
         event_ts=event.ts,
         evaluated_at=evaluated_at or event.ts,
-        warning=None if match is None else warning_of(match, texts),
+        warning=warning,
         policy=policy,
     )
-    return (None if isinstance(event, SessionEnd) else new), verdict
+    new.step_pending, completed = pending_calls(new.step_pending, event)
+
+    def subject_of(name: RuleName) -> str | None:
+        if match is not None and name == match.rule.name:  # the warned rule: its hit
+            return short_digest(match.hit.subject)[:_SUBJECT_CHARS]
+        return episode_subject(new, config, name)
+
+    changes = track(
+        new.episodes,
+        event,
+        warning,
+        completed_step=completed,
+        subject_of=subject_of,
+        rule_order=new.rules.names,
+    )
+    ended = isinstance(event, SessionEnd)
+    if changes is None:
+        return Observation(None if ended else new, verdict)
+    new.episodes = changes.open
+    new.loops += len(changes.opened)
+    return Observation(None if ended else new, verdict, changes.opened, changes.closed)
+
+
+def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:
+    """The open episodes of a state the worker drops as idle, closed `expired`."""
+    return tuple(episode.expire(session_id) for episode in state.episodes)
+
+
+_SUBJECT_CHARS = 16  # 64 bits: tells a session's loops apart, names no content
+
+
+def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName) -> str | None:
+    """The subject of rule `name` if it fires in this state (None: it does not), as an
+    episode records it: 16 hex digits of SHA-256 of the rule's `Hit.subject`. Whether an
+    earlier rule gave the event's warning instead does not matter."""
+    parts = state.parts
+    for check, index, rule in state.rules.for_config(config):
+        if rule.name == name:
+            hit = _checked(rule, check, parts[index], config)
+            return None if hit is None else short_digest(hit.subject)[:_SUBJECT_CHARS]
+    return None
 
 
 def advance(
@@ -85,7 +161,16 @@ def advance(
         new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules)
     else:
         rules = state.rules
-        new = SessionState(event.seq, event.ts, state.calls, state.parts.copy(), rules)
+        new = SessionState(
+            event.seq,
+            event.ts,
+            state.calls,
+            state.parts.copy(),
+            rules,
+            state.step_pending,
+            state.episodes,
+            state.loops,
+        )
     parts = new.parts
     if isinstance(event, ToolResult):
         signature = _signature(new, event)
@@ -139,21 +224,36 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
 def first_match(state: SessionState, config: DetectionConfig) -> Match | None:
     """The first rule that `config` enables (of the state's rule set) that matches."""
     parts = state.parts
-    checks = state.rules.for_config(config)
     if not config.has_tool_policy:
-        for check, index, rule in checks:
+        for check, index, rule in state.rules.for_config(config):
             hit = check(parts[index], config)
             if hit is not None:
                 return Match(rule, hit)
         return None
-    for check, index, rule in checks:
-        if rule.applies_policy:
-            hit = check(parts[index], config)
-        else:
-            hit = _with_tool_policy(rule, check(parts[index], _COUNTING), config)
+    for check, index, rule in state.rules.for_config(config):
+        hit = _checked(rule, check, parts[index], config)
         if hit is not None:
             return Match(rule, hit)
     return None
+
+
+def _checked(
+    rule: Rule[Any],
+    check: Callable[[Any, DetectionConfig], Hit | None],
+    part: Any,
+    config: DetectionConfig,
+) -> Hit | None:
+    """A rule's hit under `config`, with exempt tools and per-tool thresholds (§9.6)
+    applied after counting for the rules whose check does not apply them itself."""
+    if rule.applies_policy or not config.has_tool_policy:
+        return check(part, config)
+    hit = check(part, _COUNTING)
+    if hit is None:
+        return None
+    limit = config.threshold_for(rule.name, hit.tool_names)
+    if limit is None or hit.count < limit:
+        return None
+    return Hit(hit.tool_names, hit.count, limit, hit.subject)
 
 
 _COUNTING = DetectionConfig(
@@ -161,16 +261,6 @@ _COUNTING = DetectionConfig(
 )
 """Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
 there, and the threshold is decided after it (counts never depend on a threshold)."""
-
-
-def _with_tool_policy(rule: Rule[Any], hit: Hit | None, config: DetectionConfig) -> Hit | None:
-    """Exempt tools and per-tool thresholds (§9.6) on a seed rule's hit."""
-    if hit is None:
-        return None
-    limit = config.threshold_for(rule.name, hit.tool_names)
-    if limit is None or hit.count < limit:
-        return None
-    return Hit(hit.tool_names, hit.count, limit, hit.subject)
 
 
 def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:

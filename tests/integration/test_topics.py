@@ -19,6 +19,7 @@ def all_topics(settings: Settings) -> list[str]:
         settings.verdicts_topic,
         settings.warnings_topic,
         settings.dlq_topic,
+        settings.episodes_topic,
         settings.config_topic,
     ]
 
@@ -55,6 +56,7 @@ async def test_creates_every_topic_with_its_partitions_and_configs(
         (s.verdicts_topic, s.verdicts_retention_seconds),
         (s.warnings_topic, s.warnings_retention_seconds),
         (s.dlq_topic, s.dlq_retention_seconds),
+        (s.episodes_topic, s.episodes_retention_seconds),
     ]:
         assert await topic_config(kafka_admin, topic, "retention.ms") == str(seconds * 1000)
 

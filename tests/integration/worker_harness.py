@@ -69,6 +69,10 @@ class WorkerEnv:
         return f"{self.prefix}-config"
 
     @property
+    def episodes(self) -> str:
+        return f"{self.prefix}-episodes"
+
+    @property
     def changelog(self) -> str:
         return f"{self.prefix}-sessions-changelog"
 
@@ -81,6 +85,7 @@ class WorkerEnv:
             LOOPWATCH_VERDICTS_TOPIC=self.verdicts,
             LOOPWATCH_WARNINGS_TOPIC=self.warnings,
             LOOPWATCH_DLQ_TOPIC=self.dlq,
+            LOOPWATCH_EPISODES_TOPIC=self.episodes,
             LOOPWATCH_CONFIG_TOPIC=self.config,
             LOOPWATCH_PARTITIONS=str(self.partitions),
             LOOPWATCH_WEB_PORT=str(web_port),

@@ -49,6 +49,8 @@ class RuleSet:
 
     def __init__(self, rules: Sequence[Rule[Any]]) -> None:
         self.rules = tuple(rules)
+        self.names = tuple(dict.fromkeys(rule.name for rule in self.rules))
+        """The rules' names in evaluation order (once each: rule 4 has two forms)."""
         trackers: list[Tracker[Any]] = []
         for rule in self.rules:
             if rule.tracker not in trackers:
