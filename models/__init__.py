@@ -3,7 +3,7 @@
 No I/O and nothing of faust or aiokafka: agent runtimes may import this package alone.
 """
 
-from models.config import ConfigError, DetectionConfig
+from models.config import PROFILE_RULES, ConfigError, DetectionConfig, Profile
 from models.episodes import EPISODE_ADAPTER, EPISODE_OUTCOMES, EpisodeOutcome, LoopEpisode
 from models.events import (
     EVENT_ADAPTER,
@@ -18,12 +18,24 @@ from models.events import (
     decode_event,
 )
 from models.fingerprints import call_fingerprint, result_fingerprint
-from models.verdicts import RULES, VERDICT_ADAPTER, LoopVerdict, LoopWarning, RuleName
+from models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
+from models.verdicts import (
+    ALL_RULES,
+    RULES,
+    VERDICT_ADAPTER,
+    LoopVerdict,
+    LoopWarning,
+    PolicyRef,
+    RuleName,
+)
 
 __all__ = [
+    "ALL_RULES",
+    "DEFAULT_KEY",
     "EPISODE_ADAPTER",
     "EPISODE_OUTCOMES",
     "EVENT_ADAPTER",
+    "PROFILE_RULES",
     "RULES",
     "VERDICT_ADAPTER",
     "AgentEvent",
@@ -32,9 +44,13 @@ __all__ = [
     "DetectionConfig",
     "EpisodeOutcome",
     "InvalidEvent",
+    "InvalidPolicy",
     "LoopEpisode",
     "LoopVerdict",
     "LoopWarning",
+    "Policy",
+    "PolicyRef",
+    "Profile",
     "RuleName",
     "SessionEnd",
     "SystemMessage",
@@ -43,5 +59,6 @@ __all__ = [
     "UserMessage",
     "call_fingerprint",
     "decode_event",
+    "parse_policy",
     "result_fingerprint",
 ]

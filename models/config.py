@@ -1,43 +1,173 @@
-"""Detection config (docs/contract.md §7): thresholds, validated so bad values stop start-up."""
+"""Detection config (docs/contract.md §7, §9): profile, thresholds, rule switches, exempt
+tools and per-tool thresholds, validated so a bad value names its key and value."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from functools import cached_property
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from models.verdicts import ALL_RULES, RULES, RuleName
 
 
 class ConfigError(ValueError):
     """An invalid config value; the message names the key and the bad value."""
 
 
-_THRESHOLD_KEYS = ("threshold", "mutating_failure_threshold")
+Profile = Literal["seed", "extended"]
+PROFILE_RULES: Mapping[Profile, tuple[RuleName, ...]] = {"seed": RULES, "extended": ALL_RULES}
+"""The rules each profile enables (contract §9.1)."""
+
+THRESHOLD_KEYS = (
+    "threshold",
+    "mutating_failure_threshold",
+    "call_in_turn_threshold",
+    "cycle_threshold",
+)
+MAX_TOOL_ENTRIES = 256
+"""Most entries in `exempt_tools` or `tool_thresholds` (a policy is small, and lives in
+every worker's memory)."""
+MAX_TOOL_NAME_CHARS = 256
+
+# Which threshold each rule uses when no per-tool threshold applies.
+_RULE_THRESHOLD: Mapping[RuleName, str] = {
+    "repeated_failed_mutation": "mutating_failure_threshold",
+    "repeated_result": "threshold",
+    "repeated_read_range": "threshold",
+    "repeated_batch": "threshold",
+    "repeated_call_in_turn": "call_in_turn_threshold",
+    "repeated_cycle": "cycle_threshold",
+}
 
 
 class DetectionConfig(BaseModel):
-    """Thresholds of the four rules."""
+    """What the rules run and with which thresholds. The defaults are the `seed` profile:
+    exactly SPEC §4."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    profile: Profile = "seed"
+    """`seed` (SPEC §4's four rules) or `extended` (contract §9.1)."""
     threshold: int = 3
     """Repetitions that trigger rules 2-4 (repeated result, read range, batch)."""
     mutating_failure_threshold: int = 2
     """Repetitions of a failed mutating call that trigger rule 1."""
+    call_in_turn_threshold: int = 3
+    """Identical calls in one assistant message that trigger `repeated_call_in_turn`."""
+    cycle_threshold: int = 3
+    """Repetitions of a cycle of steps that trigger `repeated_cycle`."""
+    result_aware_batches: bool | None = None
+    """`repeated_batch` compares the steps' outcomes too; None: the profile's choice."""
+    rules: dict[RuleName, bool] = {}
+    """Rules switched on (true) or off (false) against the profile's set."""
+    exempt_tools: tuple[str, ...] = ()
+    """A match naming only these tools is ignored (contract §9.6)."""
+    tool_thresholds: dict[str, int] = {}
+    """A tool's own threshold, replacing the rule's when every named tool has one."""
 
     def __init__(self, **data: Any) -> None:
         _check(data)
         super().__init__(**data)
 
+    # Derived once per config (cached_property: plain attribute reads after the first;
+    # pydantic leaves them out of equality and dumps). The core reads them per event.
+
+    @cached_property
+    def enabled_rules(self) -> tuple[RuleName, ...]:
+        """The rules that run, in evaluation order."""
+        chosen = PROFILE_RULES[self.profile]
+        return tuple(rule for rule in ALL_RULES if self.rules.get(rule, rule in chosen))
+
+    @cached_property
+    def batches_compare_results(self) -> bool:
+        """Whether `repeated_batch` is result-aware (contract §9.3)."""
+        if self.result_aware_batches is None:
+            return self.profile == "extended"
+        return self.result_aware_batches
+
+    @cached_property
+    def has_tool_policy(self) -> bool:
+        """Exempt tools or per-tool thresholds are set (§9.6)."""
+        return bool(self.exempt_tools or self.tool_thresholds)
+
+    @cached_property
+    def is_seed(self) -> bool:
+        """Exactly SPEC §4's rules (thresholds aside): the core's fast path."""
+        return (
+            self.enabled_rules == RULES
+            and not self.batches_compare_results
+            and not self.has_tool_policy
+        )
+
+    @cached_property
+    def _exempt(self) -> frozenset[str]:
+        return frozenset(self.exempt_tools)
+
+    def rule_threshold(self, rule: RuleName) -> int:
+        """The threshold a rule uses when no per-tool threshold applies."""
+        value: int = getattr(self, _RULE_THRESHOLD[rule])
+        return value
+
+    def threshold_for(self, rule: RuleName, tool_names: tuple[str, ...]) -> int | None:
+        """The threshold in force for a match naming `tool_names`; None when every named
+        tool is exempt (the match is ignored)."""
+        if not self.has_tool_policy:
+            return self.rule_threshold(rule)
+        if tool_names and all(name in self._exempt for name in tool_names):
+            return None
+        own = self.tool_thresholds
+        if own and tool_names and all(name in own for name in tool_names):
+            return max(own[name] for name in tool_names)
+        return self.rule_threshold(rule)
+
 
 def _check(data: Mapping[str, Any]) -> None:
-    unknown = sorted(set(data) - set(_THRESHOLD_KEYS))
+    known = DetectionConfig.model_fields
+    unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(f"unknown config key {unknown[0]!r}")
-    for key in _THRESHOLD_KEYS:
-        if key not in data:
-            continue
-        value = data[key]
-        # bool is an int subclass in Python; the contract rejects it explicitly.
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{key} must be an integer >= 1, got {value!r}")
+    for key in THRESHOLD_KEYS:
+        if key in data and not _is_count(data[key]):
+            raise ConfigError(f"{key} must be an integer >= 1, got {data[key]!r}")
+    if "profile" in data and data["profile"] not in PROFILE_RULES:
+        raise ConfigError(f"profile must be one of seed, extended, got {data['profile']!r}")
+    aware = data.get("result_aware_batches")
+    if aware is not None and not isinstance(aware, bool):
+        raise ConfigError(f"result_aware_batches must be true, false or null, got {aware!r}")
+    _check_rules(data.get("rules", {}))
+    _check_tools(data.get("exempt_tools", ()), data.get("tool_thresholds", {}))
+
+
+def _is_count(value: Any) -> bool:
+    # bool is an int subclass in Python; the contract rejects it explicitly.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_rules(rules: Any) -> None:
+    if not isinstance(rules, Mapping):
+        raise ConfigError(f"rules must be an object of rule name to true/false, got {rules!r}")
+    for rule, on in rules.items():
+        if rule not in ALL_RULES:
+            raise ConfigError(f"rules: unknown rule {rule!r} (known: {', '.join(ALL_RULES)})")
+        if not isinstance(on, bool):
+            raise ConfigError(f"rules: {rule} must be true or false, got {on!r}")
+
+
+def _check_tools(exempt: Any, own: Any) -> None:
+    if not isinstance(exempt, list | tuple):
+        raise ConfigError(f"exempt_tools must be a list of tool names, got {exempt!r}")
+    if not isinstance(own, Mapping):
+        raise ConfigError(f"tool_thresholds must be an object of tool name to count, got {own!r}")
+    for key, size in (("exempt_tools", len(exempt)), ("tool_thresholds", len(own))):
+        if size > MAX_TOOL_ENTRIES:
+            raise ConfigError(f"{key} may list at most {MAX_TOOL_ENTRIES} tools, got {size}")
+    for name in (*exempt, *own):
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TOOL_NAME_CHARS:
+            raise ConfigError(
+                f"tool names must be 1-{MAX_TOOL_NAME_CHARS} characters, got {name!r}"
+            )
+    for name, value in own.items():
+        if not _is_count(value):
+            raise ConfigError(f"tool_thresholds: {name} must be an integer >= 1, got {value!r}")

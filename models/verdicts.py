@@ -12,6 +12,8 @@ RuleName = Literal[
     "repeated_result",
     "repeated_read_range",
     "repeated_batch",
+    "repeated_call_in_turn",
+    "repeated_cycle",
 ]
 RULES: tuple[RuleName, ...] = (
     "repeated_failed_mutation",
@@ -19,7 +21,10 @@ RULES: tuple[RuleName, ...] = (
     "repeated_read_range",
     "repeated_batch",
 )
-"""The rules in evaluation order (docs/contract.md §4): the first that matches gives the warning."""
+"""The seed's rules in evaluation order (docs/contract.md §4): the first that matches gives
+the warning."""
+ALL_RULES: tuple[RuleName, ...] = (*RULES, "repeated_call_in_turn", "repeated_cycle")
+"""Every rule in evaluation order (docs/contract.md §9.1); a profile enables a subset."""
 
 
 class LoopWarning(BaseModel):
@@ -37,6 +42,17 @@ class LoopWarning(BaseModel):
     """The threshold in force for this rule."""
     message: str
     """Text for the next model prompt; never quotes arguments, results or errors."""
+
+
+class PolicyRef(BaseModel):
+    """Which policy record judged a verdict (contract §9.8)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    """The record's key in `loopwatch-config`: an agent id, or `*` for the fleet default."""
+    version: int = Field(ge=1)
+    """The record's `version`."""
 
 
 class LoopVerdict(BaseModel):
@@ -60,6 +76,9 @@ class LoopVerdict(BaseModel):
     """When the verdict was made (the worker's clock; the event time in `scan`)."""
     warning: LoopWarning | None
     """The warning for the next prompt, or null."""
+    policy: PolicyRef | None = Field(None, exclude_if=lambda ref: ref is None)
+    """The policy record that judged the event (contract §9.8); absent (not null) when the
+    worker's built-in policy did, so seed verdicts keep SPEC §5's bytes."""
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""

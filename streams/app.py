@@ -20,6 +20,8 @@ from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from streams.policy_book import InvalidPolicy, PolicyBook
+from streams.policy_topic import PolicyFollower
 from streams.processing import PipelineOptions
 from streams.readiness import AgentHealth, Readiness, serve_health
 from streams.record_handler import RecordHandler
@@ -83,11 +85,16 @@ class _Event(faust.Event):
         return acked
 
 
-def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
+def create_app(
+    settings: Settings, outputs: Outputs | None = None, *, follow_policies: bool = False
+) -> Any:
     """A configured faust app for these settings (not started).
 
     `outputs`: where records go (tests pass a recording one); by default batched through
     faust's aiokafka producer, or faust's own sends under exactly_once.
+    `follow_policies`: read the policy topic (docs/contract.md §9.7) in a task of the app
+    and hold events until it has been read to its end once; otherwise every agent is
+    judged by the settings' built-in policy.
     """
     app: Any = _App(
         settings.app_id,
@@ -162,10 +169,9 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     )
     if outputs is None:
         outputs = _default_outputs(app, settings, topics, table)
-    if isinstance(outputs, FaustOutputs):
-        table.outputs = None  # faust's transaction manager writes the changelog
-    else:
-        table.outputs = outputs
+    # under exactly_once faust's transaction manager writes the changelog
+    table.outputs = None if isinstance(outputs, FaustOutputs) else outputs
+    policies, follower = _policies(app, settings, holder, follow=follow_policies)
     handler = RecordHandler(
         store=TableSessionStore(table),
         topics=topics,
@@ -174,7 +180,9 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
             detection=settings.detection,
             max_event_bytes=settings.max_event_bytes,
             drop_ended=settings.ended_retention_seconds == 0,
+            policies=policies,
         ),
+        policies_loaded=None if follower is None else follower.loaded,
         expiry=expiry,
         metrics=metrics,
     )
@@ -254,6 +262,23 @@ def _add_stream_agent(
 
 def _canonical_url(settings: Settings) -> dict[str, Any]:
     return {"canonical_url": f"http://{settings.worker_id}"} if settings.worker_id else {}
+
+
+def _policies(
+    app: Any, settings: Settings, holder: dict[str, RecordHandler], *, follow: bool
+) -> tuple[PolicyBook, PolicyFollower | None]:
+    """The policies in force and, when `follow`, a task of the app that keeps them in step
+    with the policy topic."""
+    policies = PolicyBook(settings.detection)
+    if not follow:
+        return policies, None
+
+    async def on_invalid_policy(record: Any, error: InvalidPolicy) -> None:
+        await holder["handler"].dead_letter_policy(record, error)
+
+    follower = PolicyFollower(settings, policies, on_invalid_policy)
+    app.task(follower.run)
+    return policies, follower
 
 
 def _worker_ready(app: Any) -> bool:

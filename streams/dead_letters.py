@@ -17,6 +17,7 @@ DeadLetterKind = Literal[
     "too_large",  # larger than the configured max_event_bytes
     "empty",  # no value at all (a tombstone on the events topic)
     "internal",  # the detector failed on a valid event: a bug, kept out of the way
+    "policy",  # an invalid record on the policy topic (docs/contract.md §9.7)
     "not_otlp",  # otel-bridge: not an OTLP trace request in the configured encoding
 ]
 DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
@@ -27,6 +28,7 @@ DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
     "too_large",
     "empty",
     "internal",
+    "policy",
     "not_otlp",
 )
 

@@ -75,6 +75,9 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         # retained, not compacted: an episode is an event to count over time, and its
         # key is the session (per-session order, like verdicts), not a unique id
         TopicSpec(settings.episodes_topic, n, rf, _retention(settings.episodes_retention_seconds)),
+        # per-agent policies: compacted (the newest record per agent id is the policy),
+        # one partition (every worker reads all of it; it is tiny)
+        TopicSpec(settings.config_topic, 1, rf, {"cleanup.policy": "compact"}),
     ]
 
 

@@ -23,6 +23,7 @@ from models import (
 from streams.dead_letters import DeadLetter, DeadLetterKind
 from streams.detector import OpenEpisode, expire_episodes, observe_episodes
 from streams.expiry import ExpiryIndex
+from streams.policy_book import PolicyBook
 from streams.session_record import SessionRecord
 
 
@@ -54,6 +55,9 @@ class PipelineOptions:
     drop_ended: bool = False
     """Delete the state at `session_end` at once instead of keeping an ended marker
     (see `streams.expiry`)."""
+    policies: PolicyBook | None = None
+    """Per-agent policies (docs/contract.md §9.7): when given, an event's agent is judged
+    by its policy instead of `detection`, and the verdict names that policy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +172,10 @@ def _process_record(
                 resend_episodes=previous.unconfirmed_episodes_of(event.seq),
             )
         state = None if previous is None else previous.state
-        observation = observe_episodes(state, event, options.detection, evaluated_at=now)
+        config, policy = options.detection, None
+        if options.policies is not None:
+            config, policy = options.policies.judge(event.agent_id)
+        observation = observe_episodes(state, event, config, evaluated_at=now, policy=policy)
         new_state, verdict = observation.state, observation.verdict
     except Exception as exc:  # a detector bug must not stop the partition
         return Rejected(DeadLetter("internal", type(exc).__name__))

@@ -9,6 +9,7 @@ record is current, as faust requires.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from models import InvalidPolicy
 from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
@@ -42,6 +44,7 @@ class RecordHandler:
         expiry: ExpiryIndex,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        policies_loaded: asyncio.Event | None = None,
     ) -> None:
         self._store = store
         self._outputs = outputs
@@ -53,10 +56,15 @@ class RecordHandler:
         self._expiry = expiry
         self._metrics = metrics
         self._clock = clock
+        # Set once the policy topic has been read to its end at start-up: events wait for
+        # it, so none is judged by a policy older than what the topic held.
+        self._policies_loaded = policies_loaded
 
     async def process(self, event: Any) -> None:
         """Handle one faust event (its message holds the raw key and value)."""
         message = event.message
+        if self._policies_loaded is not None and not self._policies_loaded.is_set():
+            await self._policies_loaded.wait()
         outcome = process_record(
             message.key,
             message.value,
@@ -181,6 +189,11 @@ class RecordHandler:
             message.value,
             headers=dead_letter_headers(letter, source),
         )
+
+    async def dead_letter_policy(self, record: Any, error: InvalidPolicy) -> None:
+        """An invalid record on the policy topic (an aiokafka ConsumerRecord): to the
+        dead-letter topic with its error; the key's previous policy stays."""
+        await self._dead_letter(record, DeadLetter("policy", str(error)))
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the expiry index from them."""

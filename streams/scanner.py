@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict
+from models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict, PolicyRef
 from streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
 from streams.detector.texts import DEFAULT_TEXTS
 
@@ -45,9 +45,17 @@ class ScanStats:
 class Scanner:
     """Feeds events to the detector, one state per session, in arrival order."""
 
-    def __init__(self, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS) -> None:
+    def __init__(
+        self,
+        config: DetectionConfig,
+        texts: WarningTexts = DEFAULT_TEXTS,
+        *,
+        policy: PolicyRef | None = None,
+    ) -> None:
         self.config = config
         self.texts = texts
+        self.policy = policy
+        """The policy record `config` came from, named in every verdict (None: none)."""
         self.stats = ScanStats()
         self._states: dict[str, SessionState] = {}
         self.closed_episodes: tuple[LoopEpisode, ...] = ()
@@ -65,7 +73,9 @@ class Scanner:
         """The event's verdict, or None for a duplicate / out-of-order event. Loop
         episodes it closed are in `closed_episodes` until the next call."""
         sid = event.session_id
-        observation = observe_episodes(self._states.get(sid), event, self.config, texts=self.texts)
+        observation = observe_episodes(
+            self._states.get(sid), event, self.config, texts=self.texts, policy=self.policy
+        )
         state, verdict = observation.state, observation.verdict
         self.closed_episodes = observation.closed
         self.stats.episodes.update(episode.outcome for episode in observation.closed)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, ValidationError
 
-from models import DetectionConfig
+from models import ALL_RULES, DetectionConfig, Profile
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -60,10 +60,26 @@ class Settings(BaseModel):
     warnings_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
     dlq_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
     """Long enough for someone to look at dead letters after a weekend."""
+    config_topic: str = "loopwatch-config"
+    """Compacted topic of per-agent policy records (docs/contract.md §9.6)."""
+    profile: Profile = "seed"
+    """Detection profile of the built-in policy: `seed` (SPEC §4) or `extended`."""
     episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
     """Episodes are the unit of loop statistics over weeks; they are small and few."""
     threshold: StrictInt = Field(3, ge=1)
     mutating_failure_threshold: StrictInt = Field(2, ge=1)
+    call_in_turn_threshold: StrictInt = Field(3, ge=1)
+    cycle_threshold: StrictInt = Field(3, ge=1)
+    result_aware_batches: bool | None = None
+    """None: the profile's choice."""
+    rule_repeated_failed_mutation: bool | None = None
+    """`LOOPWATCH_RULE_<RULE>`: switch one rule on or off against the profile (None: as
+    the profile says)."""
+    rule_repeated_result: bool | None = None
+    rule_repeated_read_range: bool | None = None
+    rule_repeated_batch: bool | None = None
+    rule_repeated_call_in_turn: bool | None = None
+    rule_repeated_cycle: bool | None = None
     session_ttl_seconds: StrictInt = Field(DAY_SECONDS, ge=1)
     """An idle session's state is dropped after this long."""
     ended_retention_seconds: StrictInt = Field(0, ge=0)
@@ -125,8 +141,17 @@ class Settings(BaseModel):
 
     @property
     def detection(self) -> DetectionConfig:
+        """The built-in policy (docs/contract.md §9.5): what judges an agent that no
+        policy record covers."""
+        switched = {rule: getattr(self, f"rule_{rule}") for rule in ALL_RULES}
         return DetectionConfig(
-            threshold=self.threshold, mutating_failure_threshold=self.mutating_failure_threshold
+            profile=self.profile,
+            threshold=self.threshold,
+            mutating_failure_threshold=self.mutating_failure_threshold,
+            call_in_turn_threshold=self.call_in_turn_threshold,
+            cycle_threshold=self.cycle_threshold,
+            result_aware_batches=self.result_aware_batches,
+            rules={rule: on for rule, on in switched.items() if on is not None},
         )
 
     @property
@@ -266,6 +291,18 @@ def _choice(*choices: str, upper: bool = False) -> Parser:
     return parse
 
 
+def _switch(name: str, raw: str) -> bool:
+    if raw.lower() in ("on", "off"):
+        return raw.lower() == "on"
+    raise SettingsError(f"{name} must be on or off, got {raw!r}")
+
+
+def _boolean(name: str, raw: str) -> bool:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
 def _store(name: str, raw: str) -> str:
     if raw.startswith(("memory://", "rocksdb://")):
         return raw
@@ -300,12 +337,18 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", _integer(1, (-1,))),
     "warnings_retention_seconds": ("LOOPWATCH_WARNINGS_RETENTION_SECONDS", _integer(1, (-1,))),
     "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", _integer(1, (-1,))),
+    "config_topic": ("LOOPWATCH_CONFIG_TOPIC", _topic_name),
+    "profile": ("LOOPWATCH_PROFILE", _choice("seed", "extended")),
     "episodes_retention_seconds": (
         "LOOPWATCH_EPISODES_RETENTION_SECONDS",
         _integer(1, (-1,)),
     ),
     "threshold": ("LOOPWATCH_THRESHOLD", _integer(1)),
     "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", _integer(1)),
+    "call_in_turn_threshold": ("LOOPWATCH_CALL_IN_TURN_THRESHOLD", _integer(1)),
+    "cycle_threshold": ("LOOPWATCH_CYCLE_THRESHOLD", _integer(1)),
+    "result_aware_batches": ("LOOPWATCH_RESULT_AWARE_BATCHES", _boolean),
+    **{f"rule_{rule}": (f"LOOPWATCH_RULE_{rule.upper()}", _switch) for rule in ALL_RULES},
     "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", _integer(1)),
     "ended_retention_seconds": ("LOOPWATCH_ENDED_RETENTION_SECONDS", _integer(0)),
     "max_event_bytes": ("LOOPWATCH_MAX_EVENT_BYTES", _integer(1)),

@@ -86,6 +86,7 @@ def kafka_settings(kafka_bootstrap: str, unique_name: UniqueNames) -> Settings:
             "LOOPWATCH_WARNINGS_TOPIC": unique_name("warnings"),
             "LOOPWATCH_DLQ_TOPIC": unique_name("dlq"),
             "LOOPWATCH_EPISODES_TOPIC": unique_name("episodes"),
+            "LOOPWATCH_CONFIG_TOPIC": unique_name("config"),
             "LOOPWATCH_PARTITIONS": "3",
         }
     )

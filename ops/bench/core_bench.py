@@ -1,6 +1,6 @@
 """Benchmark of the pure detector core (`streams.detector.observe`). Prints figures.
 
-    .venv/bin/python ops/bench/core_bench.py [--reps 5]
+    .venv/bin/python ops/bench/core_bench.py [--reps 5] [--profile seed|extended]
 
 1. events/s of the core on the shared real trajectories (../shared/data/trajectories,
    next to the repository; skipped with a message when absent) and on one long
@@ -10,7 +10,8 @@
    each event) at lengths 100 / 1,000 / 5,000, and its cost relative to the core.
 
 Events are decoded before timing: the figures are the core's alone (`scan_bench.py`
-measures end to end). Each figure is the median of several repetitions.
+measures end to end). Each figure is the median of several repetitions. `--profile
+extended` runs every rule (docs/contract.md §9); the history replay (3.) is the seed's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from streams.detector import SessionState, observe  # noqa: E402
 from tests import reference  # noqa: E402
 
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
-CONFIG = DetectionConfig()
+CONFIGS = {"seed": DetectionConfig(), "extended": DetectionConfig(profile="extended")}
+CONFIG = CONFIGS["seed"]
+"""The config the core runs with (main() sets it from --profile)."""
 
 
 def median_time(run: Callable[[], object], reps: int) -> float:
@@ -57,8 +60,9 @@ def run_sessions(events: Sequence[AgentEvent]) -> int:
     """The core over interleaved sessions, as the stream app runs it; returns warnings."""
     states: dict[str, SessionState] = {}
     warnings = 0
+    config = CONFIG
     for event in events:
-        state, verdict = observe(states.get(event.session_id), event, CONFIG)
+        state, verdict = observe(states.get(event.session_id), event, config)
         if state is None:
             states.pop(event.session_id, None)
         else:
@@ -132,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark of the detector core.")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per figure")
     parser.add_argument("--long", type=int, default=50_000, help="long session length")
+    parser.add_argument("--profile", choices=sorted(CONFIGS), default="seed")
     args = parser.parse_args(argv)
     reps = args.reps
+    global CONFIG  # noqa: PLW0603  (a benchmark script: one config per run)
+    CONFIG = CONFIGS[args.profile]
     print(f"core_bench  {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  {machine()}")
     print(
-        f"median of {reps} repetitions; thresholds {CONFIG.threshold}/"
+        f"median of {reps} repetitions; profile {CONFIG.profile}, rules "
+        f"{', '.join(CONFIG.enabled_rules)}; thresholds {CONFIG.threshold}/"
         f"{CONFIG.mutating_failure_threshold}\n"
     )
 
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio 20,000 / 100: {at_20k / at_100:.2f}x  (target <= 1.5x)\n")
 
     # 3. The naive history replay (a re-scan at each event) against the core.
-    for length in (100, 1_000, 5_000):
+    for length in (100, 1_000, 5_000) if CONFIG.profile == "seed" else ():
         replay = replay_cost_at(periodic, length, reps)
         core = core_cost_at(periodic, length, window, reps * 4)
         print(

@@ -33,6 +33,10 @@ from streams.commands import report  # noqa: E402
 
 COMMANDS.append(report.register)
 
+from streams.commands import policy  # noqa: E402
+
+COMMANDS.append(policy.register)
+
 from streams.commands import otel_bridge  # noqa: E402
 
 COMMANDS.append(otel_bridge.register)

@@ -12,13 +12,26 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from typing import IO, Any
 
-from models import ConfigError, DetectionConfig, InvalidEvent, decode_event
+from models import (
+    DEFAULT_KEY,
+    AgentEvent,
+    ConfigError,
+    DetectionConfig,
+    InvalidEvent,
+    InvalidPolicy,
+    Policy,
+    PolicyRef,
+    decode_event,
+    parse_policy,
+)
+from streams.client.history import FORMATS
 from streams.scanner import Scanner
-from streams.settings import ENVIRONMENT, SettingsError
+from streams.settings import ENVIRONMENT, Settings, SettingsError
+from streams.transcripts import InvalidConversation, looks_like_transcript, read_conversations
 
 EXIT_DONE = 0
 EXIT_LOOP_FOUND = 1
@@ -27,29 +40,62 @@ EXIT_INVALID_INPUT = 3
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _PROGRESS_EVERY = 20_000
-_THRESHOLDS = ("threshold", "mutating_failure_threshold")
+# The flags that override the environment's detection settings.
+_FLAGS = ("profile", "threshold", "mutating_failure_threshold")
+# The worker's settings that make up its detection config (Settings.detection).
+_DETECTION_SETTINGS = frozenset(
+    {
+        "profile",
+        "threshold",
+        "mutating_failure_threshold",
+        "call_in_turn_threshold",
+        "cycle_threshold",
+        "result_aware_batches",
+    }
+)
+EVENTS_FORMAT = "events"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser(
         "scan",
-        help="detect loops in JSON-lines files of events (no broker needed)",
+        help="detect loops in recorded sessions or transcripts (no broker needed)",
         description=(
             "Read events (docs/contract.md §2) as JSON lines, any number of interleaved "
-            "sessions, and print one verdict JSON line per processed event, in input order "
-            "(files one after the other, sessions carried across them). Duplicate and "
-            "out-of-order events get no line; invalid lines are reported on stderr with their line "
-            "number, skipped and counted. Thresholds default to LOOPWATCH_THRESHOLD and "
-            "LOOPWATCH_MUTATING_FAILURE_THRESHOLD, as for the worker; a flag overrides them. "
+            "sessions, or recorded transcripts (--format openai|anthropic|responses), and "
+            "print one verdict JSON line per processed event, in input order (files one "
+            "after the other, sessions carried across them). Duplicate and out-of-order "
+            "events get no line; invalid lines are reported on stderr with their line "
+            "number, skipped and counted. Detection settings default to the worker's "
+            "(LOOPWATCH_PROFILE, LOOPWATCH_THRESHOLD, ...); a flag overrides them. "
             "Exit codes: 0 done, 1 --fail-on-loop and a warning found, 2 bad options or "
             "unreadable file, 3 --strict and some line was invalid."
         ),
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="events files, or - for standard input"
+        "files", nargs="+", metavar="FILE", help="input files, or - for standard input"
+    )
+    parser.add_argument(
+        "--format",
+        choices=(EVENTS_FORMAT, *FORMATS),
+        default=EVENTS_FORMAT,
+        help="events (default: loopwatch events, one per line), or transcripts: openai "
+        "(Chat messages), anthropic (Messages), responses (Responses API input items); "
+        "a transcript file is one JSON array of messages or one conversation per line",
     )
     parser.add_argument("--threshold", help="rules 2-4 threshold (default 3)")
     parser.add_argument("--mutating-failure-threshold", help="rule 1 threshold (default 2)")
+    parser.add_argument(
+        "--profile",
+        choices=("seed", "extended"),
+        help="seed (the default: the four rules of docs/contract.md §4) or extended (§9)",
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="judge every event with this policy record (JSON, docs/contract.md §9.6) as "
+        "the key *; instead of --profile and the thresholds",
+    )
     parser.add_argument(
         "--warnings-only", action="store_true", help="print only verdicts with a warning"
     )
@@ -70,36 +116,53 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def detection_config(
     args: argparse.Namespace, environ: Mapping[str, str] | None = None
 ) -> DetectionConfig:
-    """Thresholds from `--threshold` / `--mutating-failure-threshold`, else from the
-    worker's environment variables in `environ` (validated by the worker's own parsers),
+    """The flags (`--profile`, `--threshold`, `--mutating-failure-threshold`), else the
+    worker's detection settings in `environ` (validated by the worker's own parsers),
     else the defaults. Raises ConfigError (a bad flag) or SettingsError (a bad variable)."""
     environ = {} if environ is None else environ
-    values: dict[str, object] = {}
-    for key in _THRESHOLDS:
-        flag: str | None = getattr(args, key)
+    variables = {
+        name
+        for field, (name, _parse) in ENVIRONMENT.items()
+        if field in _DETECTION_SETTINGS or field.startswith("rule_")
+    }
+    base = Settings.from_env({k: v for k, v in environ.items() if k in variables}).detection
+    values: dict[str, object] = base.model_dump()
+    for key in _FLAGS:
+        flag: str | None = getattr(args, key, None)
         if flag is not None:
             values[key] = int(flag) if _INTEGER.match(flag.strip()) else flag
-            continue
-        name, parse = ENVIRONMENT[key]
-        raw = environ.get(name, "").strip()
-        if raw:
-            values[key] = parse(name, raw)
     return DetectionConfig(**values)
 
 
-def run(args: argparse.Namespace) -> int:
+def _policy(path: str) -> Policy:
     try:
-        config = detection_config(args, os.environ)
+        with open(path, "rb") as source:
+            return parse_policy(DEFAULT_KEY, source.read())
+    except OSError as exc:
+        raise InvalidPolicy(f"cannot read {path}: {exc.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    ref: PolicyRef | None = None
+    try:
+        if args.policy is None:
+            config = detection_config(args, os.environ)
+        else:
+            policy = _policy(args.policy)
+            config, ref = policy.config, policy.ref
     except ConfigError as exc:
         print(f"loopwatch scan: invalid config: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SettingsError as exc:
         print(f"loopwatch scan: invalid setting: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except InvalidPolicy as exc:
+        print(f"loopwatch scan: invalid policy {args.policy}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.files.count("-") > 1:
         print("loopwatch scan: standard input (-) can be read only once", file=sys.stderr)
         return EXIT_USAGE
-    scanner = Scanner(config)
+    scanner = Scanner(config, policy=ref)
     with ExitStack() as stack:
         sources: list[tuple[str, IO[bytes]]] = []
         for name in args.files:  # open all first: a typo fails before any output
@@ -111,17 +174,32 @@ def run(args: argparse.Namespace) -> int:
             sources.append((name, stack.enter_context(source)))
         for name, source in sources:
             try:
-                scan_lines(
-                    source,
-                    sys.stdout.buffer,
-                    scanner,
-                    args.warnings_only,
-                    name=name,
-                    episodes=args.episodes,
-                )
+                if args.format == EVENTS_FORMAT:
+                    scan_lines(
+                        source,
+                        sys.stdout.buffer,
+                        scanner,
+                        args.warnings_only,
+                        name=name,
+                        episodes=args.episodes,
+                    )
+                else:
+                    scan_transcripts(
+                        source,
+                        sys.stdout.buffer,
+                        scanner,
+                        args.format,
+                        args.warnings_only,
+                        name=name,
+                        episodes=args.episodes,
+                    )
             except OSError as exc:  # e.g. a directory, or an I/O error mid-file
                 print(f"loopwatch scan: cannot read {name}: {exc.strerror}", file=sys.stderr)
                 return EXIT_USAGE
+    if args.episodes:
+        for episode in scanner.open_episodes():
+            sys.stdout.buffer.write(episode.to_json() + b"\n")
+        sys.stdout.buffer.flush()
     print(f"loopwatch scan: {scanner.stats.summary()}", file=sys.stderr)
     if args.strict and scanner.stats.invalid:
         return EXIT_INVALID_INPUT
@@ -138,39 +216,91 @@ def scan_lines(
     name: str = "-",
     episodes: bool = False,
 ) -> Scanner:
-    """Scan JSON lines from `source` with `scanner`, writing verdict lines to `out`.
-    An invalid line is reported on stderr, counted in `scanner.stats.invalid` and skipped."""
+    """Scan JSON lines of events from `source` with `scanner`, writing verdict lines (or,
+    with `episodes`, the episodes they closed) to `out`. An invalid line is reported on
+    stderr, counted in `scanner.stats.invalid` and skipped."""
     progress = sys.stderr.isatty()
     started = time.monotonic()
-    write = out.write
     for number, line in enumerate(source, start=1):
         if not line.strip():
             continue
         try:
-            verdict = scanner.process(decode_event(line))
-            if episodes:
-                encoded = b"".join(e.to_json() + b"\n" for e in scanner.closed_episodes) or None
-            else:
-                shown = verdict is not None and (verdict.warning is not None or not warnings_only)
-                encoded = verdict.to_json() + b"\n" if verdict is not None and shown else None
+            event = decode_event(line)
         except InvalidEvent as exc:
-            _skip(scanner, name, number, str(exc))
+            hint = (
+                f"; a transcript? try --format {'|'.join(FORMATS)}"
+                if looks_like_transcript(line)
+                else ""
+            )
+            _skip(scanner, name, number, f"{exc}{hint}")
             continue
-        except Exception as exc:  # a detector bug: report the line, go on
-            _skip(scanner, name, number, f"internal: {type(exc).__name__}")
-            continue
-        if encoded is not None:
-            write(encoded)
+        _write(
+            scanner,
+            [event],
+            out,
+            warnings_only=warnings_only,
+            episodes=episodes,
+            where=(name, number),
+        )
         if progress and number % _PROGRESS_EVERY == 0:
             rate = number / max(time.monotonic() - started, 1e-9)
             print(f"\r  {number:,} lines, {rate:,.0f}/s", end="", file=sys.stderr, flush=True)
-    if episodes:
-        for episode in scanner.open_episodes():
-            write(episode.to_json() + b"\n")
     if progress:
         print("\r", end="", file=sys.stderr)
     out.flush()
     return scanner
+
+
+def scan_transcripts(
+    source: IO[bytes],
+    out: IO[bytes],
+    scanner: Scanner,
+    fmt: Any,
+    warnings_only: bool = False,
+    *,
+    name: str = "-",
+    episodes: bool = False,
+) -> Scanner:
+    """Scan recorded transcripts (streams.transcripts) as `scan_lines` scans events."""
+    for conversation in read_conversations(source, fmt, name=name):
+        if isinstance(conversation, InvalidConversation):
+            reason, number = conversation.args
+            _skip(scanner, name, number, reason)
+            continue
+        _write(
+            scanner,
+            conversation.events,
+            out,
+            warnings_only=warnings_only,
+            episodes=episodes,
+            where=(name, conversation.line),
+        )
+    out.flush()
+    return scanner
+
+
+def _write(
+    scanner: Scanner,
+    events: Iterable[AgentEvent],
+    out: IO[bytes],
+    *,
+    warnings_only: bool,
+    episodes: bool,
+    where: tuple[str, int],
+) -> None:
+    # A detector or encoding failure is reported for its line; the scan goes on.
+    try:
+        encoded = []
+        for event in events:
+            verdict = scanner.process(event)
+            if episodes:
+                encoded += [e.to_json() + b"\n" for e in scanner.closed_episodes]
+            elif verdict is not None and (verdict.warning is not None or not warnings_only):
+                encoded.append(verdict.to_json() + b"\n")
+    except Exception as exc:
+        _skip(scanner, *where, f"internal: {type(exc).__name__}")
+        return
+    out.write(b"".join(encoded))
 
 
 def _skip(scanner: Scanner, name: str, number: int, reason: str) -> None:

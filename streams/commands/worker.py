@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     def build_app() -> Any:
         from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
 
-        return create_app(settings)
+        return create_app(settings, follow_policies=True)
 
     return run_service(
         "worker",

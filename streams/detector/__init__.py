@@ -16,13 +16,24 @@ from streams.detector.core import (
     warning_of,
 )
 from streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
-from streams.detector.rules import SEED_ORDER, SEED_RULES, Hit, Rule, RuleSet, Tracker
+from streams.detector.rules import (
+    ALL_RULES,
+    EXTENDED_ORDER,
+    SEED_ORDER,
+    SEED_RULES,
+    Hit,
+    Rule,
+    RuleSet,
+    Tracker,
+)
 from streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
 from streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 
 __all__ = [
+    "ALL_RULES",
     "DEFAULT_TEXTS",
+    "EXTENDED_ORDER",
     "MAX_CHAIN_RANGES",
     "MAX_PENDING_CALLS",
     "MAX_REMEMBERED_CALLS",

@@ -7,6 +7,7 @@ independent of the session's length.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from models import (
     LoopEpisode,
     LoopVerdict,
     LoopWarning,
+    PolicyRef,
     RuleName,
     SessionEnd,
     SystemMessage,
@@ -27,7 +29,7 @@ from models import (
     result_fingerprint,
 )
 from streams.detector.episodes import OpenEpisode, pending_calls, track
-from streams.detector.rules import SEED_RULES, Hit, Rule, RuleSet
+from streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 from streams.detector.tools import fingerprint_digest, short_digest
@@ -49,7 +51,8 @@ def observe(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = SEED_RULES,
+    rules: RuleSet = ALL_RULES,
+    policy: PolicyRef | None = None,
 ) -> tuple[SessionState | None, LoopVerdict | None]:
     """Apply one event to a session's state and evaluate the rules.
 
@@ -57,11 +60,13 @@ def observe(
     event's verdict. An event whose `seq` is not above the last processed one is a
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
-    `rules` applies to a new session; an existing one keeps its state's rules.
+    `rules` applies to a new session; an existing one keeps its state's rules. `config`
+    chooses which of them judge (its profile and switches, docs/contract.md §9).
+    `policy`: the policy record `config` comes from, named in the verdict (§9.8).
     The input state is never modified. `observe_episodes` also returns loop episodes.
     """
     observation = observe_episodes(
-        state, event, config, evaluated_at=evaluated_at, texts=texts, rules=rules
+        state, event, config, evaluated_at=evaluated_at, texts=texts, rules=rules, policy=policy
     )
     return observation.state, observation.verdict
 
@@ -87,7 +92,8 @@ def observe_episodes(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = SEED_RULES,
+    rules: RuleSet = ALL_RULES,
+    policy: PolicyRef | None = None,
 ) -> Observation:
     """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
@@ -102,6 +108,7 @@ def observe_episodes(
         event_ts=event.ts,
         evaluated_at=evaluated_at or event.ts,
         warning=warning,
+        policy=policy,
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
 
@@ -139,15 +146,15 @@ def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName
     episode records it: 16 hex digits of SHA-256 of the rule's `Hit.subject`. Whether an
     earlier rule gave the event's warning instead does not matter."""
     parts = state.parts
-    for check, index, rule in state.rules.checks:
+    for check, index, rule in state.rules.for_config(config):
         if rule.name == name:
-            hit = check(parts[index], config)
+            hit = _checked(rule, check, parts[index], config)
             return None if hit is None else short_digest(hit.subject)[:_SUBJECT_CHARS]
     return None
 
 
 def advance(
-    state: SessionState | None, event: AgentEvent, rules: RuleSet = SEED_RULES
+    state: SessionState | None, event: AgentEvent, rules: RuleSet = ALL_RULES
 ) -> SessionState:
     """The state after `event` (the caller has checked its seq); `state` is not modified."""
     if state is None:
@@ -215,13 +222,45 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
 
 
 def first_match(state: SessionState, config: DetectionConfig) -> Match | None:
-    """The first rule of the state's rule set that matches, with its hit."""
+    """The first rule that `config` enables (of the state's rule set) that matches."""
     parts = state.parts
-    for check, index, rule in state.rules.checks:
-        hit = check(parts[index], config)
+    if not config.has_tool_policy:
+        for check, index, rule in state.rules.for_config(config):
+            hit = check(parts[index], config)
+            if hit is not None:
+                return Match(rule, hit)
+        return None
+    for check, index, rule in state.rules.for_config(config):
+        hit = _checked(rule, check, parts[index], config)
         if hit is not None:
             return Match(rule, hit)
     return None
+
+
+def _checked(
+    rule: Rule[Any],
+    check: Callable[[Any, DetectionConfig], Hit | None],
+    part: Any,
+    config: DetectionConfig,
+) -> Hit | None:
+    """A rule's hit under `config`, with exempt tools and per-tool thresholds (§9.6)
+    applied after counting for the rules whose check does not apply them itself."""
+    if rule.applies_policy or not config.has_tool_policy:
+        return check(part, config)
+    hit = check(part, _COUNTING)
+    if hit is None:
+        return None
+    limit = config.threshold_for(rule.name, hit.tool_names)
+    if limit is None or hit.count < limit:
+        return None
+    return Hit(hit.tool_names, hit.count, limit, hit.subject)
+
+
+_COUNTING = DetectionConfig(
+    threshold=1, mutating_failure_threshold=1, call_in_turn_threshold=1, cycle_threshold=1
+)
+"""Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
+there, and the threshold is decided after it (counts never depend on a threshold)."""
 
 
 def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:
@@ -240,6 +279,6 @@ def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning
 def evaluate(
     state: SessionState, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS
 ) -> LoopWarning | None:
-    """The first rule of SPEC §4 that matches the state, as a warning."""
+    """The first enabled rule that matches the state, as a warning."""
     match = first_match(state, config)
     return None if match is None else warning_of(match, texts)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from streams.detector.episodes import OpenEpisode
-from streams.detector.rules import SEED_RULES, RuleSet
+from streams.detector.rules import ALL_RULES, RuleSet
 
 STATE_VERSION = 2
 """2 added loop episodes (`step`, `episodes`, `loops`); version 1 snapshots still load
@@ -39,9 +39,9 @@ class SessionState:
     calls: dict[str, str] = field(default_factory=dict)
     """Recent call id digest → call fingerprint digest, oldest first (replaced, never
     mutated)."""
-    parts: list[Any] = field(default_factory=SEED_RULES.empty_parts)
+    parts: list[Any] = field(default_factory=ALL_RULES.empty_parts)
     """One immutable part per tracker of `rules`, in `rules.trackers` order."""
-    rules: RuleSet = SEED_RULES
+    rules: RuleSet = ALL_RULES
     """The rules this state is kept for (a session keeps the set it started with)."""
 
     # Loop episodes (streams.detector.episodes): bounded by one open episode per rule.
@@ -86,7 +86,7 @@ class SessionState:
         return snapshot
 
     @classmethod
-    def from_snapshot(cls, snapshot: dict[str, Any], rules: RuleSet = SEED_RULES) -> SessionState:
+    def from_snapshot(cls, snapshot: dict[str, Any], rules: RuleSet = ALL_RULES) -> SessionState:
         """Rebuild from `to_snapshot()`; raises ValueError for an unknown version.
 
         A tracker whose key the snapshot lacks (it was written before that tracker

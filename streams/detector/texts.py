@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from models import RULES, RuleName
-from streams.detector.rules import SEED_ORDER
+from streams.detector.rules import ALL_RULES
 
 DEFAULT_TEMPLATES: Mapping[RuleName, str] = MappingProxyType(
-    {rule.name: rule.template for rule in SEED_ORDER}
+    {rule.name: rule.template for rule in ALL_RULES.rules}
 )
 """Each rule's own text (its module's `template`)."""
 
@@ -56,7 +56,9 @@ class WarningTexts:
     ) -> str:
         """The message for one warning."""
         tools = ", ".join(f"`{display_name(name)}`" for name in tool_names)
-        return self.templates[rule].format(tools=tools, count=count, threshold=threshold)
+        # a deployment's override may predate the extended rules: they keep their default
+        template = self.templates.get(rule) or DEFAULT_TEMPLATES[rule]
+        return template.format(tools=tools, count=count, threshold=threshold)
 
 
 DEFAULT_TEXTS = WarningTexts()

@@ -20,7 +20,13 @@ def all_topics(settings: Settings) -> list[str]:
         settings.warnings_topic,
         settings.dlq_topic,
         settings.episodes_topic,
+        settings.config_topic,
     ]
+
+
+def partitions(settings: Settings) -> dict[str, int]:
+    """3 partitions each (the fixture's setting), but the one of the policy topic."""
+    return {name: 1 if name == settings.config_topic else 3 for name in all_topics(settings)}
 
 
 async def topic_config(admin: AIOKafkaAdminClient, topic: str, key: str) -> str:
@@ -37,12 +43,13 @@ async def test_creates_every_topic_with_its_partitions_and_configs(
     outcomes = await create_topics(kafka_settings)
 
     assert [(o.name, o.created, o.partitions) for o in outcomes] == [
-        (name, True, 3) for name in all_topics(kafka_settings)
+        (name, True, count) for name, count in partitions(kafka_settings).items()
     ]
     counts = await partition_counts(kafka_admin, all_topics(kafka_settings))
-    assert counts == dict.fromkeys(all_topics(kafka_settings), 3)
+    assert counts == partitions(kafka_settings)
     s = kafka_settings
     assert await topic_config(kafka_admin, s.changelog_topic, "cleanup.policy") == "compact"
+    assert await topic_config(kafka_admin, s.config_topic, "cleanup.policy") == "compact"
     assert await topic_config(kafka_admin, s.events_topic, "cleanup.policy") == "delete"
     for topic, seconds in [
         (s.events_topic, s.events_retention_seconds),
@@ -60,11 +67,11 @@ async def test_creating_again_changes_nothing(
     await create_topics(kafka_settings)
     again = await create_topics(kafka_settings)
 
-    assert [(o.created, o.partitions) for o in again] == [(False, 3)] * len(
-        all_topics(kafka_settings)
-    )
-    assert await partition_counts(kafka_admin, all_topics(kafka_settings)) == dict.fromkeys(
-        all_topics(kafka_settings), 3
+    assert [(o.created, o.partitions) for o in again] == [
+        (False, count) for count in partitions(kafka_settings).values()
+    ]
+    assert await partition_counts(kafka_admin, all_topics(kafka_settings)) == partitions(
+        kafka_settings
     )
 
 

@@ -31,6 +31,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "LOOPWATCH_WARNINGS_TOPIC": settings.warnings_topic,
         "LOOPWATCH_DLQ_TOPIC": settings.dlq_topic,
         "LOOPWATCH_EPISODES_TOPIC": settings.episodes_topic,
+        "LOOPWATCH_CONFIG_TOPIC": settings.config_topic,
         "LOOPWATCH_PARTITIONS": str(settings.partitions),
     }
 
@@ -49,9 +50,11 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
     )
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert (
-        second.stdout.count("exists") == 6
-    )  # events, changelog, verdicts, warnings, dlq, episodes
+    assert f"created {kafka_settings.config_topic} (1 partitions; cleanup.policy=compact)" in (
+        first.stdout
+    )
+    # events, changelog, verdicts, warnings, dlq, episodes, config
+    assert second.stdout.count("exists") == 7
 
 
 def test_unreachable_broker_exits_1_naming_it() -> None:

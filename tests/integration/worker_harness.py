@@ -77,6 +77,10 @@ class WorkerEnv:
         return f"{self.prefix}-dlq"
 
     @property
+    def config(self) -> str:
+        return f"{self.prefix}-config"
+
+    @property
     def episodes(self) -> str:
         return f"{self.prefix}-episodes"
 
@@ -94,6 +98,7 @@ class WorkerEnv:
             LOOPWATCH_WARNINGS_TOPIC=self.warnings,
             LOOPWATCH_DLQ_TOPIC=self.dlq,
             LOOPWATCH_EPISODES_TOPIC=self.episodes,
+            LOOPWATCH_CONFIG_TOPIC=self.config,
             LOOPWATCH_PARTITIONS=str(self.partitions),
             LOOPWATCH_WEB_PORT=str(web_port),
             LOOPWATCH_DATA_DIR=f"/tmp/{self.prefix}",

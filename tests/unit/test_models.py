@@ -265,7 +265,16 @@ def test_the_fast_parser_decodes_exactly_as_json_does(result: object) -> None:
 def test_records_the_fast_parser_refuses_get_the_outcome_json_gives() -> None:
     surrogate = _event(text="\ud800")  # an escaped lone surrogate: json takes it
     assert "\\ud800" in surrogate
-    assert decode_event(surrogate.encode()) == EVENT_ADAPTER.validate_python(json.loads(surrogate))
+    # json's parse, then the lone-surrogate check (docs/contract.md §7): a schema error
+    with pytest.raises(InvalidEvent) as refused:
+        decode_event(surrogate.encode())
+    assert (refused.value.kind, refused.value.reason) == (
+        "schema",
+        "text: string is not valid Unicode (lone surrogate)",
+    )
+    with pytest.raises(InvalidEvent) as as_str:
+        decode_event(surrogate.replace("\\ud800", "\ud800"))  # a str holding one
+    assert as_str.value.kind == "schema"
     with pytest.raises(InvalidEvent) as caught:
         decode_event(b'{"type": "user_message", "x": Infinity}')
     assert caught.value.kind == "not_json"

@@ -96,7 +96,7 @@ def test_the_snapshot_format_is_the_one_written_before_the_rule_modules() -> Non
     for old, upto in ((OLD_SNAPSHOT_CHAIN, 4), (OLD_SNAPSHOT_RESULT, 8)):
         state = _state_after(events[:upto])
         assert json.dumps(state.to_snapshot()) == json.dumps(_with_episodes(old))
-        loaded = SessionState.from_snapshot(json.loads(old))
+        loaded = SessionState.from_snapshot(json.loads(old), SEED_RULES)
         assert loaded == state
         assert json.dumps(loaded.to_snapshot()) == json.dumps(_with_episodes(old))
 

@@ -1,4 +1,4 @@
-"""The rules of SPEC §4, one module each, and their evaluation order.
+"""The rules of SPEC §4 and docs/contract.md §9, one module each, and their order.
 
 A new rule is one new module (a `Rule`, with its own `Tracker` or one it shares) plus
 one line in `SEED_ORDER`. See `base` for the protocol and docs/architecture.md.
@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from models import DetectionConfig, RuleName
 from streams.detector.rules import (
     repeated_batch,
+    repeated_batch_outcomes,
+    repeated_call_in_turn,
+    repeated_cycle,
     repeated_failed_mutation,
     repeated_read_range,
     repeated_result,
@@ -25,6 +29,19 @@ SEED_ORDER: tuple[Rule[Any], ...] = (
 )
 """The `seed` profile in evaluation order: the first rule that matches gives the warning."""
 
+EXTENDED_ORDER: tuple[Rule[Any], ...] = (
+    repeated_failed_mutation.RULE,
+    repeated_result.RULE,
+    repeated_read_range.RULE,
+    repeated_batch_outcomes.RULE,
+    repeated_call_in_turn.RULE,
+    repeated_cycle.RULE,
+)
+"""The `extended` profile in evaluation order (docs/contract.md §9.1); a config may switch
+rules on and off, and rule 4 back to its calls-only form, without reordering."""
+
+Check = tuple[Callable[..., Any], int, Rule[Any]]
+
 
 class RuleSet:
     """Rules in evaluation order, with their distinct trackers (the state's parts, in
@@ -32,8 +49,8 @@ class RuleSet:
 
     def __init__(self, rules: Sequence[Rule[Any]]) -> None:
         self.rules = tuple(rules)
-        self.names = tuple(rule.name for rule in self.rules)
-        """The rules' names in evaluation order."""
+        self.names = tuple(dict.fromkeys(rule.name for rule in self.rules))
+        """The rules' names in evaluation order (once each: rule 4 has two forms)."""
         trackers: list[Tracker[Any]] = []
         for rule in self.rules:
             if rule.tracker not in trackers:
@@ -46,6 +63,32 @@ class RuleSet:
         self.on_text_step = self._hooks("on_text_step")
         self.on_tool_step = self._hooks("on_tool_step")
         self.on_result = self._hooks("on_result")
+        self._selected: dict[tuple[tuple[RuleName, ...], bool], tuple[Check, ...]] = {}
+        self._last: tuple[DetectionConfig, tuple[Check, ...]] | None = None
+
+    def for_config(self, config: DetectionConfig) -> tuple[Check, ...]:
+        """The checks a config enables, in evaluation order (only this set's rules)."""
+        last = self._last
+        if last is not None and last[0] is config:
+            return last[1]
+        key = (config.enabled_rules, config.batches_compare_results)
+        checks = self._selected.get(key)
+        if checks is None:
+            checks = tuple(check for check in self.checks if self._wanted(check[2], config))
+            self._selected[key] = checks
+        self._last = (config, checks)
+        return checks
+
+    def _wanted(self, rule: Rule[Any], config: DetectionConfig) -> bool:
+        if rule.name not in config.enabled_rules:
+            return False
+        # Rule 4 has two forms; a set holding both runs the one the config asks for.
+        if repeated_batch_outcomes.RULE in self.rules:
+            if rule is repeated_batch_outcomes.RULE:
+                return config.batches_compare_results
+            if rule is repeated_batch.RULE:
+                return not config.batches_compare_results
+        return True
 
     def empty_parts(self) -> list[Any]:
         """The parts of a new session (parts are immutable: shared empties are safe)."""
@@ -61,4 +104,17 @@ class RuleSet:
 
 SEED_RULES = RuleSet(SEED_ORDER)
 
-__all__ = ["SEED_ORDER", "SEED_RULES", "Hit", "Rule", "RuleSet", "Tracker"]
+ALL_RULES = RuleSet((*SEED_ORDER, *EXTENDED_ORDER[3:]))
+"""Every rule and tracker: the set a session's state is kept for, so that any profile or
+policy can judge its next event (docs/contract.md §9.1)."""
+
+__all__ = [
+    "ALL_RULES",
+    "EXTENDED_ORDER",
+    "SEED_ORDER",
+    "SEED_RULES",
+    "Hit",
+    "Rule",
+    "RuleSet",
+    "Tracker",
+]

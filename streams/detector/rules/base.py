@@ -79,6 +79,9 @@ class Rule(Generic[Part]):
     tracker: Tracker[Part]
     template: str
     """The default warning text: may use `{tools}`, `{count}` and `{threshold}` only."""
+    applies_policy: bool = False
+    """The check itself applies exempt tools and per-tool thresholds (docs/contract.md
+    §9.6, through `config.threshold_for`); for the others the core does."""
 
     def check(self, part: Part, config: DetectionConfig) -> Hit | None:
         raise NotImplementedError

@@ -1,0 +1,69 @@
+"""CPU time per event of the detector core on the shared real trajectories. Prints figures.
+
+    .venv/bin/python ops/bench/core_cpu_bench.py [--profile seed|extended] [--reps 9]
+        [--repo PATH]
+
+The core over every event of ../shared/data/trajectories (all sessions interleaved as in
+the files), timed with `time.process_time` and the fastest of `--reps` runs taken: on a
+shared, loaded machine the CPU time of the best run moves far less than wall-clock
+medians. `--repo` measures another checkout's core (e.g. today's main, from
+`git archive main`) with this interpreter, for a before/after ratio; `--profile
+extended` needs a checkout that has profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="seed")
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--repo", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.repo))
+    from models import EVENT_ADAPTER, DetectionConfig  # noqa: PLC0415  (from --repo)
+    from streams.detector import observe  # noqa: PLC0415
+
+    config = DetectionConfig() if args.profile == "seed" else DetectionConfig(profile=args.profile)
+    trajectories = HERE.parent / "shared" / "data" / "trajectories"
+    files = sorted(trajectories.glob("*.jsonl"))
+    if not files:
+        print(f"skipped: {trajectories} not found")
+        return 0
+    events = [
+        EVENT_ADAPTER.validate_json(line)
+        for path in files
+        for line in path.read_bytes().splitlines()
+        if line.strip()
+    ]
+    best = float("inf")
+    warnings = 0
+    for _ in range(args.reps):
+        states: dict[str, object] = {}
+        warnings = 0
+        start = time.process_time()
+        for event in events:
+            state, verdict = observe(states.get(event.session_id), event, config)  # type: ignore[arg-type]
+            if state is None:
+                states.pop(event.session_id, None)
+            else:
+                states[event.session_id] = state
+            warnings += verdict is not None and verdict.warning is not None
+        best = min(best, time.process_time() - start)
+    print(
+        f"{args.repo.name:12} {args.profile:9} {len(events):,} events  "
+        f"{best / len(events) * 1e6:6.2f} us/event CPU (best of {args.reps})  "
+        f"{warnings} warnings"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Rule 6, repeated_cycle (docs/contract.md §9.4): the completed tool steps since the
+latest boundary end in a cycle of 2-5 different steps (calls and results identical each
+time) repeated `cycle_threshold` times: `ls` → `read a` → `ls` → `read a` → ...
+
+The smallest period whose repetitions reach the threshold in force for its tools wins.
+"""
+
+from __future__ import annotations
+
+from models import DetectionConfig
+from streams.detector.rules.base import Hit, Rule
+from streams.detector.rules.steps import STEPS, Steps, cycles
+from streams.detector.tools import short_digest
+
+
+class RepeatedCycle(Rule[Steps]):
+    name = "repeated_cycle"
+    tracker = STEPS
+    applies_policy = True
+    template = (
+        "Loop warning (repeated_cycle): the same sequence of tool steps ({tools}) has "
+        "now run {count} times with the same results each time. Break the cycle: use "
+        "what these steps already returned, try a different approach, or report the "
+        "blocker."
+    )
+
+    def check(self, part: Steps, config: DetectionConfig) -> Hit | None:
+        if len(part.units) < 2:
+            return None
+        # No period can match below the lowest threshold that could be in force.
+        lowest = min((config.cycle_threshold, *config.tool_thresholds.values()))
+        for period, names, repetitions in cycles(part, lowest):
+            limit = config.threshold_for(self.name, names)
+            if limit is not None and repetitions >= limit:
+                # The same whichever unit of the cycle came last: sorted unit digests.
+                units = sorted(unit.digest for unit in part.units[-period:])
+                return Hit(names, repetitions, limit, short_digest(",".join(units)))
+        return None
+
+
+RULE = RepeatedCycle()

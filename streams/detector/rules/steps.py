@@ -1,0 +1,343 @@
+"""The tool-step tracker of the extended rules (docs/contract.md §9): each tool step with
+its outcome, shared by `repeated_call_in_turn`, `repeated_cycle` and the result-aware
+`repeated_batch`.
+
+* the newest tool step's *outcome* (the results answering its calls before the next
+  assistant message) and its *completion* (every distinct call id answered);
+* result-aware `repeated_batch` (§9.3): how far back the run of same-batch steps also
+  had the same outcome;
+* `repeated_call_in_turn` (§9.2): the largest group of identical calls in the newest
+  assistant message;
+* `repeated_cycle` (§9.4): the last 5 completed units and, per period 2-5, the length of
+  the periodic tail, so a new unit costs O(1).
+
+Kept whatever the profile (the state's rule set always holds this tracker), so a policy
+switching a rule on judges the next event as a re-scan of the history would. An outcome
+is a multiset of signatures, held as (count, sum of the signatures as 256-bit numbers):
+equal multisets give equal pairs, different ones collide with negligible chance. No raw
+content: call ids are digests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from models import AssistantMessage, ToolResult
+from streams.detector.rules.base import Tracker
+from streams.detector.tools import short_digest
+
+MAX_STEP_IDS = 64
+"""A tool step with more distinct call ids has an unknown outcome (contract §9.1): it
+equals nothing and never completes; this bounds the pending step's state."""
+MAX_PERIOD = 5
+PERIODS = (2, 3, 4, 5)
+_SUM_MASK = (1 << 256) - 1
+UNKNOWN = "?"
+"""The outcome of a step with too many call ids: equal to nothing, itself included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A completed tool step: digest of (batch, outcome) and its tool names."""
+
+    digest: str
+    tools: tuple[str, ...]
+
+
+@dataclass(slots=True)  # never mutated once returned (frozen costs ~2x per construction)
+class Steps:
+    """A tracker part: every update returns a new one (a session's state shares it)."""
+
+    # the newest tool step, while its outcome window is open
+    ids: frozenset[str] | None = None
+    """Digests of its distinct call ids; None: no step, or too many ids (unknown)."""
+    open_ids: frozenset[str] = frozenset()
+    """Call ids not yet answered; empty once the step completed."""
+    batch: str = ""
+    tools: tuple[str, ...] = ()
+    results: int = 0
+    """How many results answered the step so far (the outcome's size)."""
+    total: int = 0
+    """Sum of those results' signatures (the outcome, with `results`)."""
+    joinable: bool = False
+    """False once a boundary came after the step: it can no longer join the cycle."""
+
+    # result-aware repeated_batch (§9.3)
+    continues: bool = False
+    """The newest tool step continues rule 4's run (same batch as the step before it)."""
+    last_outcome: str | None = None
+    """Outcome of the step before the newest (M_{c-1}); None: none in the run."""
+    same_outcomes: int = 0
+    """Length of the run ending at M_{c-1} with M_{c-1}'s batch and outcome."""
+    aware_run: int = 0
+    """Rule 4's result-aware count for the newest tool step."""
+
+    # repeated_call_in_turn (§9.2)
+    turn_count: int = 0
+    turn_tools: tuple[str, ...] = ()
+
+    # repeated_cycle (§9.4)
+    units: tuple[Unit, ...] = ()
+    """The last (up to 5) units of S."""
+    tails: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Periodic tail length p_L of S for L = 2, 3, 4, 5."""
+
+    def outcome(self) -> str:
+        if self.ids is None:
+            return UNKNOWN
+        return f"{self.results}:{self.total:x}"
+
+
+EMPTY = Steps()
+
+
+def _copy(s: Steps) -> Steps:
+    # Spelled out: much faster than dataclasses.replace on the per-event path.
+    return Steps(
+        s.ids,
+        s.open_ids,
+        s.batch,
+        s.tools,
+        s.results,
+        s.total,
+        s.joinable,
+        s.continues,
+        s.last_outcome,
+        s.same_outcomes,
+        s.aware_run,
+        s.turn_count,
+        s.turn_tools,
+        s.units,
+        s.tails,
+    )
+
+
+_NO_TAILS = (0, 0, 0, 0)
+
+
+def _abandoned(steps: Steps) -> bool:
+    """A new assistant message closes the pending step's window: incomplete, it empties
+    the cycle sequence."""
+    return steps.joinable and (steps.ids is None or bool(steps.open_ids))
+
+
+def on_boundary(steps: Steps) -> Steps:
+    if not (steps.joinable or steps.turn_count or steps.units):
+        return steps
+    new = _copy(steps)
+    new.joinable = False
+    new.turn_count = 0
+    new.turn_tools = ()
+    new.units = ()
+    new.tails = _NO_TAILS
+    return new
+
+
+def on_text_step(steps: Steps) -> Steps:
+    if steps is EMPTY:
+        return steps
+    if _abandoned(steps) or not steps.units:
+        return EMPTY
+    return Steps(units=steps.units, tails=steps.tails)
+
+
+def on_tool_step(
+    steps: Steps,
+    *,
+    batch: str,
+    id_digests: list[str],
+    fingerprints: list[str],
+    names: tuple[str, ...],
+    tools: tuple[str, ...],
+    continues: bool,
+) -> Steps:
+    """A tool step: `batch` its batch digest, then per call its id digest, fingerprint and
+    name (in order); `tools` the sorted distinct names; `continues`: same batch as the
+    tool step before it, with no text step between (rule 4's run goes on)."""
+    # Result-aware batches: close the previous step's outcome and extend its run.
+    previous: str | None = None
+    same_outcomes = 0
+    aware_run = 1
+    if continues and steps.batch:
+        previous = steps.outcome()
+        if previous == UNKNOWN:  # equals nothing, not even itself
+            same_outcomes = 0
+        elif steps.continues and previous == steps.last_outcome:
+            same_outcomes = steps.same_outcomes + 1
+        else:
+            same_outcomes = 1
+        aware_run = 1 + same_outcomes
+    # Identical calls in this message.
+    if len(fingerprints) == 1:
+        top, turn_tools = 1, tools
+    else:
+        counts: dict[str, int] = {}
+        for fingerprint in fingerprints:
+            counts[fingerprint] = counts.get(fingerprint, 0) + 1
+        top = max(counts.values())
+        if top > 1:
+            pairs = zip(names, fingerprints, strict=True)
+            turn_tools = tuple(sorted({name for name, fp in pairs if counts[fp] == top}))
+        else:
+            turn_tools = tools
+    ids = frozenset(id_digests)
+    known = len(ids) <= MAX_STEP_IDS
+    abandoned = _abandoned(steps)
+    return Steps(
+        ids if known else None,
+        ids if known else frozenset(),
+        batch,
+        tools,
+        0,
+        0,
+        True,
+        continues,
+        previous,
+        same_outcomes,
+        aware_run,
+        top,
+        turn_tools,
+        () if abandoned else steps.units,
+        _NO_TAILS if abandoned else steps.tails,
+    )
+
+
+def on_result(steps: Steps, id_digest: str, signature: str | None) -> Steps:
+    """A tool result answering `id_digest` with `signature` (None: unsigned)."""
+    ids = steps.ids
+    if ids is None or id_digest not in ids:
+        return steps
+    new = _copy(steps)
+    new.results += 1
+    if signature is not None:
+        new.total = (steps.total + int(signature.replace(":", ""), 16)) & _SUM_MASK
+    if id_digest not in steps.open_ids:
+        return new
+    new.open_ids = open_ids = steps.open_ids - {id_digest}
+    if open_ids or not steps.joinable:
+        return new
+    unit = Unit(short_digest(f"{steps.batch}/{new.results}:{new.total:x}"), steps.tools)
+    new.units, new.tails = _append(steps.units, steps.tails, unit)
+    return new
+
+
+def _append(
+    units: tuple[Unit, ...], tails: tuple[int, int, int, int], unit: Unit
+) -> tuple[tuple[Unit, ...], tuple[int, int, int, int]]:
+    size = len(units)
+
+    def tail(period: int, length: int) -> int:
+        if size >= period and unit.digest == units[-period].digest:
+            return length + 1
+        return min(size + 1, period)
+
+    new_tails = (tail(2, tails[0]), tail(3, tails[1]), tail(4, tails[2]), tail(5, tails[3]))
+    return (*units, unit)[-MAX_PERIOD:], new_tails
+
+
+def cycles(steps: Steps, at_least: int) -> list[tuple[int, tuple[str, ...], int]]:
+    """(period, tool names, repetitions) for each period 2-5 with at least `at_least`
+    repetitions whose last L units are not all equal, smallest period first: the
+    threshold in force for the names decides which one matches."""
+    units = steps.units
+    found = []
+    for period, tail in zip(PERIODS, steps.tails, strict=True):
+        if len(units) < period:
+            break
+        repetitions = tail // period
+        if repetitions < at_least:
+            continue
+        last = units[-period:]
+        if all(unit.digest == last[0].digest for unit in last):
+            continue
+        names = tuple(sorted({name for unit in last for name in unit.tools}))
+        found.append((period, names, repetitions))
+    return found
+
+
+class StepsTracker(Tracker[Steps]):
+    key = "steps"
+
+    def empty(self) -> Steps:
+        return EMPTY
+
+    def on_boundary(self, part: Steps) -> Steps:
+        return on_boundary(part)
+
+    def on_text_step(self, part: Steps) -> Steps:
+        return on_text_step(part)
+
+    def on_tool_step(self, part: Steps, event: AssistantMessage, call_digests: list[str]) -> Steps:
+        names = tuple(call.name for call in event.tool_calls)
+        # The sorted call digests themselves (no second hash of rule 4's batch): digests
+        # only, at most 64 calls' worth while a step is pending.
+        batch = ",".join(sorted(call_digests))
+        return on_tool_step(
+            part,
+            batch=batch,
+            id_digests=[short_digest(call.id) for call in event.tool_calls],
+            fingerprints=call_digests,
+            names=names,
+            tools=tuple(sorted(set(names))),
+            continues=batch == part.batch,
+        )
+
+    def on_result(self, part: Steps, event: ToolResult, signature: str | None) -> Steps:
+        if part.ids is None:
+            return part
+        return on_result(part, short_digest(event.call_id), signature)
+
+    def to_snapshot(self, part: Steps, *, copy: bool) -> Any:
+        return to_snapshot(part)
+
+    def from_snapshot(self, data: Any) -> Steps:
+        return from_snapshot(data)
+
+
+STEPS = StepsTracker()
+
+
+def to_snapshot(steps: Steps) -> list[Any]:
+    return [
+        None if steps.ids is None else sorted(steps.ids),
+        sorted(steps.open_ids),
+        steps.batch,
+        list(steps.tools),
+        steps.results,
+        f"{steps.total:x}",
+        steps.joinable,
+        steps.continues,
+        steps.last_outcome,
+        steps.same_outcomes,
+        steps.aware_run,
+        steps.turn_count,
+        list(steps.turn_tools),
+        [[unit.digest, list(unit.tools)] for unit in steps.units],
+        list(steps.tails),
+    ]
+
+
+def from_snapshot(data: list[Any] | None) -> Steps:
+    """`to_snapshot`'s list; None (a snapshot from before these rules) gives no state."""
+    if data is None:
+        return EMPTY
+    (ids, open_ids, batch, tools, results, total, joinable, continues, last, same, aware,
+     turn_count, turn_tools, units, tails) = data  # fmt: skip
+    return Steps(
+        ids=None if ids is None else frozenset(ids),
+        open_ids=frozenset(open_ids),
+        batch=str(batch),
+        tools=tuple(tools),
+        results=int(results),
+        total=int(total, 16),
+        joinable=bool(joinable),
+        continues=bool(continues),
+        last_outcome=last,
+        same_outcomes=int(same),
+        aware_run=int(aware),
+        turn_count=int(turn_count),
+        turn_tools=tuple(turn_tools),
+        units=tuple(Unit(str(d), tuple(t)) for d, t in units),
+        tails=(int(tails[0]), int(tails[1]), int(tails[2]), int(tails[3])),
+    )
