@@ -16,7 +16,7 @@ hands each partition's records to aiokafka as one closed batch (`send_batch`).
   land in the order added (the changelog depends on it: the last write of a key wins).
 * Delivery: a record's `on_delivered(offset)` runs once the broker acknowledged it.
   `flush()` sends what waits and returns when every batch is acknowledged; the consumer
-  calls it before each offset commit (`streams.offset_guard.GuardedConsumer`), so an
+  calls it before each offset commit (`streams.faust_ext.offset_guard`), so an
   offset is committed only after the records of the events before it are stored.
 * Failure: a batch aiokafka gives up on fails `flush()` (no commit) and calls
   `on_failure`, which crashes the worker; the next one processes the uncommitted events
@@ -33,6 +33,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from streams.faust_ext.producer import default_partition, wait_on_metadata
 
 log = logging.getLogger(__name__)
 
@@ -203,14 +205,14 @@ class BatchedOutputs:
         self, producer: Any, topic: str, records: list[_Record]
     ) -> list[tuple[int, list[_Record]]]:
         """Records split by the partition Kafka's default partitioner gives their key."""
-        await producer.client._wait_on_metadata(topic)
+        await wait_on_metadata(producer, topic)
         groups: dict[int, list[_Record]] = {}
         cache = self._partition_of
         for record in records:
             key = record.key
             partition = None if key is None else cache.get((topic, key))
             if partition is None:
-                partition = producer._partition(topic, None, None, None, key, record.value)
+                partition = default_partition(producer, topic, key, record.value)
                 if key is not None:
                     if len(cache) >= MAX_CACHED_PARTITIONS:
                         cache.clear()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -82,14 +81,8 @@ def run_service(
 
 def run_faust_app(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code."""
-    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
-
-    class ServiceWorker(faust.Worker):
-        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
-            # every record, which builds a debug record per sent message; a service needs
-            # no spinner, so keep the level that was asked for.
-            logger.setLevel(level)
+    # lazy: `loopwatch --help` and scan need no faust
+    from streams.faust_ext.app import ServiceWorker  # noqa: PLC0415
 
     worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:
