@@ -8,11 +8,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
 from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from streams.settings import Settings, SettingsError
-
-EXIT_CONFIG = 2
-EXIT_BROKER = 1
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -48,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
 
     def build_app() -> Any:
         from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
@@ -75,7 +73,7 @@ def run_service(
     except (BrokerUnreachable, TopicError) as exc:
         print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
-        return EXIT_BROKER
+        return EXIT_KAFKA
     return run_faust_app(build_app(), args.loglevel, loop)
 
 
