@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.episodes import EPISODE_ADAPTER
 from models.events import EVENT_ADAPTER
 from models.verdicts import VERDICT_ADAPTER
 
@@ -12,6 +13,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # the version in the path is the records' `v`.
 EVENT_SCHEMA_ID = "https://loopwatch.dev/schema/agent-event/v1.json"
 VERDICT_SCHEMA_ID = "https://loopwatch.dev/schema/loop-verdict/v1.json"
+EPISODE_SCHEMA_ID = "https://loopwatch.dev/schema/loop-episode/v1.json"
 
 
 def event_schema() -> dict[str, Any]:
@@ -27,6 +29,15 @@ def verdict_schema() -> dict[str, Any]:
         VERDICT_ADAPTER.json_schema(mode="serialization"),
         VERDICT_SCHEMA_ID,
         "loopwatch loop verdict v1",
+    )
+
+
+def episode_schema() -> dict[str, Any]:
+    """Schema of one `loop-episodes` record (docs/contract.md §8)."""
+    return _with_header(
+        EPISODE_ADAPTER.json_schema(mode="serialization"),
+        EPISODE_SCHEMA_ID,
+        "loopwatch loop episode v1",
     )
 
 

@@ -13,9 +13,16 @@ from datetime import timedelta
 from typing import Any
 
 from streams.expiry import ExpiryIndex
-from streams.faust_ext.app import GuardedEvent, LoopwatchApp, guard_commits, started_producer
+from streams.faust_ext.app import (
+    GuardedEvent,
+    LoopwatchApp,
+    guard_commits,
+    started_producer,
+    worker_ready,
+)
 from streams.faust_ext.offset_guard import OffsetOrder
 from streams.faust_ext.session_table import SessionTable
+from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
 from streams.processing import PipelineOptions
@@ -73,6 +80,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
         verdicts=settings.verdicts_topic,
         warnings=settings.warnings_topic,
         dead_letters=settings.dlq_topic,
+        episodes=settings.episodes_topic,
         partitions=settings.partitions,
     )
     expiry = ExpiryIndex(
@@ -113,6 +121,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
     holder["handler"] = handler
     guard_commits(app, outputs.flush)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
+    metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
 
@@ -140,6 +149,14 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
 
     app.timer(interval=1.0, name="loopwatch.offset_order")(heal_stalled_partitions)
 
+    progress = PartitionProgress(metrics)
+
+    async def measure_lag() -> None:
+        positions = assigned_positions(app.consumer, events_topic, order.next_offset)
+        progress.update(positions, rebalancing=bool(app.rebalancing))
+
+    app.timer(interval=5.0, name="loopwatch.partition_lag")(measure_lag)
+
     app.on_partitions_revoked.connect(on_revoked)
 
     async def metrics_page(web: Any, request: Any) -> Any:
@@ -154,7 +171,7 @@ def create_app(settings: Settings, outputs: Outputs | None = None) -> Any:
 
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
-        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters)
+        faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
     crashes: set[asyncio.Future[Any]] = set()
 

@@ -72,6 +72,9 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(settings.verdicts_topic, n, rf, _retention(settings.verdicts_retention_seconds)),
         TopicSpec(settings.warnings_topic, n, rf, _retention(settings.warnings_retention_seconds)),
         TopicSpec(settings.dlq_topic, n, rf, _retention(settings.dlq_retention_seconds)),
+        # retained, not compacted: an episode is an event to count over time, and its
+        # key is the session (per-session order, like verdicts), not a unique id
+        TopicSpec(settings.episodes_topic, n, rf, _retention(settings.episodes_retention_seconds)),
     ]
 
 

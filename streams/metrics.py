@@ -1,7 +1,8 @@
 """Prometheus metrics of the worker, served at `/metrics` on its web port.
 
-No session ids as label values (unbounded cardinality); `agent_id` is bounded too, since
-runtimes choose it: past `MAX_AGENT_LABELS` distinct values the rest count as "other".
+No session ids as label values (unbounded cardinality); `agent_id` and tool names are
+bounded too, since runtimes choose them: past `MAX_AGENT_LABELS` / `MAX_TOOL_LABELS`
+distinct values the rest count as "other". docs/metrics.md lists every metric.
 """
 
 from __future__ import annotations
@@ -9,11 +10,30 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from models import LoopEpisode
+from streams.detector import OpenEpisode
+
+# No `<name>_created` series next to every counter and histogram: Prometheus does not use
+# them, and they doubled the series a scrape returns (a process-wide switch).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 MAX_AGENT_LABELS = 200
+MAX_TOOL_LABELS = 100
+_PEAK_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+# Event time from a loop's first warning to the step that broke it.
+_BREAK_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600)
+_WARNINGS_BUCKETS = (1, 2, 3, 4, 5, 10, 20, 50)
 # prometheus_client's CONTENT_TYPE_LATEST without its charset, which aiohttp (faust's
 # web server) refuses inside content_type; the exposition is ASCII anyway.
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -67,6 +87,98 @@ class Metrics:
             registry=r,
         )
         self._agents: set[str] = set()
+        self._tools: set[str] = set()
+        self._loop_metrics(r)
+        self.partition_lag = Gauge(
+            "loopwatch_partition_lag",
+            "Events in each assigned partition of the events topic not yet processed "
+            "(high watermark minus the next offset to process).",
+            ["partition"],
+            registry=r,
+        )
+        self.worker_ready = Gauge(
+            "loopwatch_worker_ready",
+            "1 when the worker has recovered its partitions and no rebalance or recovery "
+            "is under way, else 0.",
+            registry=r,
+        )
+        self.stalled_partitions = Gauge(
+            "loopwatch_stalled_partitions",
+            "Assigned partitions with events waiting and no progress for a while "
+            "(see streams.lag.STALL_SECONDS).",
+            registry=r,
+        )
+
+    def _loop_metrics(self, r: CollectorRegistry) -> None:
+        self.sessions_started = Counter(
+            "loopwatch_sessions_started",
+            "Sessions whose first event this worker processed (no stored state), by agent.",
+            ["agent_id"],
+            registry=r,
+        )
+        self.looping_sessions = Counter(
+            "loopwatch_looping_sessions",
+            "Sessions that started their first loop episode, by agent.",
+            ["agent_id"],
+            registry=r,
+        )
+        self.loops_started = Counter(
+            "loopwatch_loops_started",
+            "Loop episodes started (a rule's first warning for a subject), by rule and agent.",
+            ["rule", "agent_id"],
+            registry=r,
+        )
+        self.loops_ended = Counter(
+            "loopwatch_loops_ended",
+            "Loop episodes ended, by rule and outcome (broken, session_ended, expired).",
+            ["rule", "outcome"],
+            registry=r,
+        )
+        self.loops_by_tool = Counter(
+            "loopwatch_loops_by_tool",
+            "Loop episodes started, by each tool named in their warning.",
+            ["tool"],
+            registry=r,
+        )
+        self.loop_peak = Histogram(
+            "loopwatch_loop_peak_repeats",
+            "Highest repeat count a loop episode's warnings carried, per ended episode.",
+            ["rule"],
+            buckets=_PEAK_BUCKETS,
+            registry=r,
+        )
+        self.loop_warnings = Histogram(
+            "loopwatch_loop_warnings",
+            "Warnings a loop episode issued, per ended episode.",
+            ["rule", "outcome"],
+            buckets=_WARNINGS_BUCKETS,
+            registry=r,
+        )
+        self.time_to_break = Histogram(
+            "loopwatch_loop_time_to_break_seconds",
+            "Event time from a broken loop episode's first warning to the step that broke it.",
+            ["rule"],
+            buckets=_BREAK_BUCKETS,
+            registry=r,
+        )
+
+    def count_session(self, agent_id: str | None) -> None:
+        self.sessions_started.labels(self.agent_label(agent_id)).inc()
+
+    def loop_started(self, episode: OpenEpisode, *, first_in_session: bool) -> None:
+        agent = self.agent_label(episode.agent_id)
+        self.loops_started.labels(episode.rule, agent).inc()
+        if first_in_session:
+            self.looping_sessions.labels(agent).inc()
+        for tool in episode.tool_names:
+            self.loops_by_tool.labels(self.tool_label(tool)).inc()
+
+    def loop_ended(self, episode: LoopEpisode) -> None:
+        self.loops_ended.labels(episode.rule, episode.outcome).inc()
+        self.loop_peak.labels(episode.rule).observe(episode.peak_count)
+        self.loop_warnings.labels(episode.rule, episode.outcome).observe(episode.warnings)
+        if episode.outcome == "broken":
+            self.time_to_break.labels(episode.rule).observe(episode.duration_seconds)
 
     def count_event(self, event_type: str) -> None:
         """`loopwatch_events_total{type}` += 1."""
@@ -91,6 +203,14 @@ class Metrics:
         if len(self._agents) < MAX_AGENT_LABELS:
             self._agents.add(agent_id)
             return agent_id
+        return "other"
+
+    def tool_label(self, tool: str) -> str:
+        if tool in self._tools:
+            return tool
+        if len(self._tools) < MAX_TOOL_LABELS:
+            self._tools.add(tool)
+            return tool
         return "other"
 
     def exposition(self) -> bytes:

@@ -12,9 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from models import AgentEvent, DetectionConfig, InvalidEvent, LoopVerdict, decode_event
+from models import (
+    AgentEvent,
+    DetectionConfig,
+    InvalidEvent,
+    LoopEpisode,
+    LoopVerdict,
+    decode_event,
+)
 from streams.dead_letters import DeadLetter, DeadLetterKind
-from streams.detector import observe
+from streams.detector import OpenEpisode, expire_episodes, observe_episodes
 from streams.expiry import ExpiryIndex
 from streams.session_record import SessionRecord
 
@@ -52,13 +59,24 @@ class PipelineOptions:
 @dataclass(frozen=True, slots=True)
 class Processed:
     """A new event: its record is stored (None: the session's key was deleted); publish
-    `payload`. `expired`: (session id, ended) of the sessions deleted after it."""
+    `payload` and `episode_payloads`. `expired`: (session id, ended) of the sessions
+    deleted after it, `expired_episodes` their open loop episodes, ended `expired`."""
 
     event: AgentEvent
     verdict: LoopVerdict
     payload: bytes
     record: SessionRecord | None
     expired: tuple[tuple[str, bool], ...] = ()
+    episodes: tuple[LoopEpisode, ...] = ()
+    """Loop episodes this event closed; publish `episode_payloads` with the verdict."""
+    episode_payloads: tuple[bytes, ...] = ()
+    opened: tuple[OpenEpisode, ...] = ()
+    """Loop episodes this event's warning started (for metrics)."""
+    new_session: bool = False
+    """The session had no stored state before this event."""
+    first_loop: bool = False
+    """`opened` holds the session's first loop episode."""
+    expired_episodes: tuple[LoopEpisode, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +84,12 @@ class Duplicate:
     """`seq` not above the session's last: no state change. `resend` is the stored verdict
     of this seq when its earlier send was never acknowledged (same verdict, sent again).
     `replayed`: its verdict was not sent by this process (a record read again after a
-    restart)."""
+    restart). `resend_episodes`: the loop episodes that event closed, likewise."""
 
     event: AgentEvent
     resend: bytes | None
     replayed: bool = False
+    resend_episodes: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,35 +134,68 @@ def process_record(
         if previous is not None and event.seq <= previous.last_seq:
             # Resend only a verdict left unconfirmed by an earlier run of the worker: one
             # sent here is delivered (or the worker stops before committing the offset).
-            sent_here = store.sent_here(session_id, event.seq)
-            resend = None if sent_here else previous.unconfirmed_verdict(event.seq)
-            return Duplicate(event, resend, replayed=not sent_here)
+            if store.sent_here(session_id, event.seq):
+                return Duplicate(event, None)
+            return Duplicate(
+                event,
+                previous.unconfirmed_verdict(event.seq),
+                replayed=True,
+                resend_episodes=previous.unconfirmed_episodes_of(event.seq),
+            )
         state = None if previous is None else previous.state
-        new_state, verdict = observe(state, event, options.detection, evaluated_at=now)
+        observation = observe_episodes(state, event, options.detection, evaluated_at=now)
+        new_state, verdict = observation.state, observation.verdict
     except Exception as exc:  # a detector bug must not stop the partition
         return Rejected(DeadLetter("internal", type(exc).__name__))
     if verdict is None:  # the detector saw a duplicate that the record did not
         return Duplicate(event, None, replayed=not store.sent_here(session_id, event.seq))
 
     payload = verdict.to_json()
-    still_unconfirmed = () if previous is None else previous.unconfirmed
-    unconfirmed = (
-        *(item for item in still_unconfirmed if store.is_unconfirmed(session_id, item[0])),
-        (event.seq, payload),
-    )
+    episode_payloads = tuple(episode.to_json() for episode in observation.closed)
+    unconfirmed: tuple[tuple[int, bytes], ...] = ((event.seq, payload),)
+    unconfirmed_episodes = tuple((event.seq, p) for p in episode_payloads)
+    if previous is not None:
+        # Kept until every record of that event is acknowledged (`store.is_unconfirmed`).
+        unconfirmed = (
+            *(item for item in previous.unconfirmed if store.is_unconfirmed(session_id, item[0])),
+            *unconfirmed,
+        )
+        unconfirmed_episodes = (
+            *(
+                item
+                for item in previous.unconfirmed_episodes
+                if store.is_unconfirmed(session_id, item[0])
+            ),
+            *unconfirmed_episodes,
+        )
     record: SessionRecord | None
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)
         expiry.forget(partition, session_id)
     else:
-        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed)
+        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed, unconfirmed_episodes)
         store.set(session_id, record)
         expiry.touch(partition, session_id, event.ts, ended=record.ended)
     expired = []
+    expired_episodes: list[LoopEpisode] = []
     for due in expiry.due(partition, event.ts):
         stored = store.get(due)
         if stored is not None:
+            if stored.state is not None:  # its open loops end with it (contract §8)
+                expired_episodes.extend(expire_episodes(stored.state, due))
             store.delete(due)
             expired.append((due, stored.ended))
-    return Processed(event, verdict, payload, record, tuple(expired))
+    return Processed(
+        event,
+        verdict,
+        payload,
+        record,
+        tuple(expired),
+        observation.closed,
+        episode_payloads,
+        observation.opened,
+        new_session=state is None,
+        first_loop=bool(observation.opened) and (state is None or state.loops == 0),
+        expired_episodes=tuple(expired_episodes),
+    )

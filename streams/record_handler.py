@@ -21,9 +21,9 @@ from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from streams.expiry import ExpiryIndex
 from streams.metrics import Metrics
 from streams.outputs import Outputs
-from streams.processing import Duplicate, PipelineOptions, Rejected, process_record
+from streams.processing import Duplicate, PipelineOptions, Processed, Rejected, process_record
 from streams.session_record import SessionRecord
-from streams.session_store import TableSessionStore, VerdictId
+from streams.session_store import TableSessionStore
 from streams.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class RecordHandler:
         self._verdicts_topic: str = topics.verdicts.get_topic_name()
         self._warnings_topic: str = topics.warnings.get_topic_name()
         self._dead_letters_topic: str = topics.dead_letters.get_topic_name()
+        self._episodes_topic: str = topics.episodes.get_topic_name()
         self._options = options
         self._expiry = expiry
         self._metrics = metrics
@@ -81,6 +82,7 @@ class RecordHandler:
                     outcome.resend,
                     rule,
                     message.timestamp,
+                    episodes=outcome.resend_episodes,
                 )
             else:
                 self._metrics.duplicates.inc()
@@ -88,8 +90,15 @@ class RecordHandler:
         self._metrics.count_event(record_event.type)
         warning = outcome.verdict.warning
         rule = None if warning is None else warning.rule
+        # The stored record lists the verdict and the loop episodes its event closed as
+        # unconfirmed until the broker acknowledges them all, so a crash cannot lose them.
         await self._publish(
-            record_event.session_id, record_event.seq, outcome.payload, rule, message.timestamp
+            record_event.session_id,
+            record_event.seq,
+            outcome.payload,
+            rule,
+            message.timestamp,
+            episodes=outcome.episode_payloads,
         )
         if warning is not None:
             agent = self._metrics.agent_label(record_event.agent_id)
@@ -99,28 +108,59 @@ class RecordHandler:
             self._metrics.expired.labels("ended").inc()
         for _session_id, ended in outcome.expired:
             self._metrics.expired.labels("ended" if ended else "idle").inc()
+        await self._loops(outcome)
+
+    async def _loops(self, outcome: Processed) -> None:
+        """Loop metrics; the open episodes of sessions that expired go out as `expired`
+        (before their tombstones are acknowledged, the offset commit waits for both;
+        docs/contract.md §8 names the crash window this leaves)."""
+        metrics = self._metrics
+        if outcome.new_session:
+            metrics.count_session(outcome.event.agent_id)
+        for opened in outcome.opened:
+            metrics.loop_started(opened, first_in_session=outcome.first_loop)
+        for episode in (*outcome.episodes, *outcome.expired_episodes):
+            metrics.loop_ended(episode)
+        for episode in outcome.expired_episodes:
+            key = episode.session_id.encode()
+            await self._outputs.send(self._episodes_topic, key, episode.to_json())
 
     async def _publish(
-        self, session_id: str, seq: int, payload: bytes, rule: str | None, produced_at: float | None
+        self,
+        session_id: str,
+        seq: int,
+        payload: bytes,
+        rule: str | None,
+        produced_at: float | None,
+        *,
+        episodes: tuple[bytes, ...],
     ) -> None:
         key = session_id.encode()
         ident = (session_id, seq)
-        token = self._store.deliveries.sending(ident)
+        records = 1 + (rule is not None) + len(episodes)
+        token = self._store.deliveries.sending(ident, records)
+        delivered = partial(self._store.deliveries.delivered, ident, token)
         # A failed send never calls back: the verdict stays unconfirmed in the table, and
         # the outputs stop the worker before the offset is committed.
         await self._outputs.send(
             self._verdicts_topic,
             key,
             payload,
-            on_delivered=partial(self._on_sent, ident, token, produced_at),
+            on_delivered=partial(self._on_verdict_sent, delivered, produced_at),
         )
         if rule is not None:
-            await self._outputs.send(self._warnings_topic, key, payload)
+            await self._outputs.send(
+                self._warnings_topic, key, payload, on_delivered=lambda _offset: delivered()
+            )
+        for episode in episodes:
+            await self._outputs.send(
+                self._episodes_topic, key, episode, on_delivered=lambda _offset: delivered()
+            )
 
-    def _on_sent(
-        self, ident: VerdictId, token: object, produced_at: float | None, _offset: int
+    def _on_verdict_sent(
+        self, delivered: Callable[[], None], produced_at: float | None, _offset: int
     ) -> None:
-        self._store.deliveries.delivered(ident, token)
+        delivered()
         if produced_at:
             self._metrics.observe_latency(max(0.0, time.time() - produced_at))
 

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from models import AgentEvent, DetectionConfig, LoopVerdict
-from streams.detector import SessionState, WarningTexts, observe
+from models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict
+from streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
 from streams.detector.texts import DEFAULT_TEXTS
 
 
@@ -25,13 +25,17 @@ class ScanStats:
     sessions: set[str] = field(default_factory=set)
     warnings: Counter[str] = field(default_factory=Counter)
     """Warnings by rule."""
+    episodes: Counter[str] = field(default_factory=Counter)
+    """Closed loop episodes by outcome."""
 
     def summary(self) -> str:
         rules = ", ".join(f"{rule}={n}" for rule, n in sorted(self.warnings.items()))
+        outcomes = ", ".join(f"{outcome}={n}" for outcome, n in sorted(self.episodes.items()))
         return (
             f"{self.events} events, {len(self.sessions)} sessions, "
             f"{sum(self.warnings.values())} warnings ({rules or 'none'}), "
-            f"{self.duplicates} duplicate/out-of-order skipped"
+            f"{self.duplicates} duplicate/out-of-order skipped; "
+            f"{sum(self.episodes.values())} loop episodes ({outcomes or 'none'})"
         )
 
 
@@ -43,11 +47,25 @@ class Scanner:
         self.texts = texts
         self.stats = ScanStats()
         self._states: dict[str, SessionState] = {}
+        self.closed_episodes: tuple[LoopEpisode, ...] = ()
+
+    def open_episodes(self) -> list[LoopEpisode]:
+        """Episodes still open at the end of the input, closed `expired` (the state of
+        a recorded session that never ended would expire in the worker)."""
+        closed: list[LoopEpisode] = []
+        for sid, state in self._states.items():
+            closed.extend(expire_episodes(state, sid))
+        self.stats.episodes.update(episode.outcome for episode in closed)
+        return closed
 
     def process(self, event: AgentEvent) -> LoopVerdict | None:
-        """The event's verdict, or None for a duplicate / out-of-order event."""
+        """The event's verdict, or None for a duplicate / out-of-order event. Loop
+        episodes it closed are in `closed_episodes` until the next call."""
         sid = event.session_id
-        state, verdict = observe(self._states.get(sid), event, self.config, texts=self.texts)
+        observation = observe_episodes(self._states.get(sid), event, self.config, texts=self.texts)
+        state, verdict = observation.state, observation.verdict
+        self.closed_episodes = observation.closed
+        self.stats.episodes.update(episode.outcome for episode in observation.closed)
         if verdict is None:
             self.stats.duplicates += 1
             return None

@@ -30,6 +30,9 @@ class SessionRecord:
     last_ts: datetime
     unconfirmed: tuple[tuple[int, bytes], ...] = ()
     """(seq, verdict JSON) of verdicts sent but not yet acknowledged by the broker."""
+    unconfirmed_episodes: tuple[tuple[int, bytes], ...] = ()
+    """(seq, episode JSON) of loop episodes closed by that event whose sends are not yet
+    all acknowledged (kept and resent like the verdict of the same seq)."""
 
     @property
     def ended(self) -> bool:
@@ -41,6 +44,9 @@ class SessionRecord:
                 return payload
         return None
 
+    def unconfirmed_episodes_of(self, seq: int) -> tuple[bytes, ...]:
+        return tuple(payload for stored, payload in self.unconfirmed_episodes if stored == seq)
+
     def encode(self) -> bytes:
         document: dict[str, Any] = {
             "v": RECORD_VERSION,
@@ -49,6 +55,8 @@ class SessionRecord:
             "last_ts": self.last_ts.isoformat(),
             "unconfirmed": [[seq, payload.decode()] for seq, payload in self.unconfirmed],
         }
+        if self.unconfirmed_episodes:  # absent in most values (and in older ones)
+            document["episodes"] = [[seq, p.decode()] for seq, p in self.unconfirmed_episodes]
         # pydantic-core's encoder: compact JSON like json.dumps(separators=(",", ":")) but
         # UTF-8 rather than \u escapes, and several times faster (it runs on every event).
         return pydantic_core.to_json(document)
@@ -67,4 +75,7 @@ class SessionRecord:
             last_seq=int(document["last_seq"]),
             last_ts=datetime.fromisoformat(document["last_ts"]),
             unconfirmed=tuple((int(seq), str(p).encode()) for seq, p in document["unconfirmed"]),
+            unconfirmed_episodes=tuple(
+                (int(seq), str(p).encode()) for seq, p in document.get("episodes", ())
+            ),
         )

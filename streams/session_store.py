@@ -19,21 +19,37 @@ VerdictId = tuple[str, int]
 """(session_id, seq)."""
 
 
+class _Sending:
+    """The acknowledgements one publication still waits for."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
+
+
 class VerdictDeliveries:
-    """Verdict sends of this process: in flight, or (recently) acknowledged."""
+    """Verdict sends of this process: in flight, or (recently) acknowledged. A verdict's
+    publication may be several records (the verdict, its warning, the loop episodes its
+    event closed): it is acknowledged once all of them are."""
 
     def __init__(self, max_acked: int = MAX_REMEMBERED_ACKS) -> None:
         # Sends not yet acknowledged (value: a token of that send; a resend replaces it).
-        self._inflight: dict[VerdictId, object] = {}
+        self._inflight: dict[VerdictId, _Sending] = {}
         self._acked: OrderedDict[VerdictId, None] = OrderedDict()
         self._max_acked = max_acked
 
-    def sending(self, ident: VerdictId) -> object:
-        """A send starts: the token to pass to `delivered` when it is acknowledged."""
-        token = self._inflight[ident] = object()
+    def sending(self, ident: VerdictId, records: int = 1) -> object:
+        """A send of `records` records starts: the token to pass to `delivered` as each
+        of them is acknowledged."""
+        token = self._inflight[ident] = _Sending(records)
         return token
 
     def delivered(self, ident: VerdictId, token: object) -> None:
+        assert isinstance(token, _Sending)
+        token.remaining -= 1
+        if token.remaining > 0:
+            return
         if self._inflight.get(ident) is token:
             del self._inflight[ident]
         self._acked[ident] = None

@@ -45,6 +45,8 @@ class Settings(BaseModel):
     verdicts_topic: str = "loop-verdicts"
     warnings_topic: str = "loop-warnings"
     dlq_topic: str = "agent-events-dlq"
+    episodes_topic: str = "loop-episodes"
+    """One record per closed loop episode (docs/contract.md §8)."""
     partitions: StrictInt = Field(12, ge=1)
     """Partitions of the events topic and of the table's changelog (they must match)."""
     replication_factor: StrictInt = Field(1, ge=1)
@@ -55,6 +57,8 @@ class Settings(BaseModel):
     warnings_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
     dlq_retention_seconds: StrictInt = Field(14 * DAY_SECONDS, ge=-1)
     """Long enough for someone to look at dead letters after a weekend."""
+    episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
+    """Episodes are the unit of loop statistics over weeks; they are small and few."""
     threshold: StrictInt = Field(DEFAULT_DETECTION.threshold, ge=1)
     mutating_failure_threshold: StrictInt = Field(
         DEFAULT_DETECTION.mutating_failure_threshold, ge=1
@@ -255,12 +259,17 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "verdicts_topic": ("LOOPWATCH_VERDICTS_TOPIC", _topic_name),
     "warnings_topic": ("LOOPWATCH_WARNINGS_TOPIC", _topic_name),
     "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", _topic_name),
+    "episodes_topic": ("LOOPWATCH_EPISODES_TOPIC", _topic_name),
     "partitions": ("LOOPWATCH_PARTITIONS", _integer(1)),
     "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", _integer(1)),
     "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", _integer(1, (-1,))),
     "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", _integer(1, (-1,))),
     "warnings_retention_seconds": ("LOOPWATCH_WARNINGS_RETENTION_SECONDS", _integer(1, (-1,))),
     "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", _integer(1, (-1,))),
+    "episodes_retention_seconds": (
+        "LOOPWATCH_EPISODES_RETENTION_SECONDS",
+        _integer(1, (-1,)),
+    ),
     "threshold": ("LOOPWATCH_THRESHOLD", _integer(1)),
     "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", _integer(1)),
     "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", _integer(1)),

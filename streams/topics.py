@@ -18,10 +18,18 @@ class Topics:
     verdicts: Any
     warnings: Any
     dead_letters: Any
+    episodes: Any
 
 
 def declare_topics(
-    app: Any, *, events: str, verdicts: str, warnings: str, dead_letters: str, partitions: int
+    app: Any,
+    *,
+    events: str,
+    verdicts: str,
+    warnings: str,
+    dead_letters: str,
+    episodes: str,
+    partitions: int,
 ) -> Topics:
     def raw(name: str, **options: Any) -> Any:
         return app.topic(
@@ -40,4 +48,5 @@ def declare_topics(
         verdicts=raw(verdicts),
         warnings=raw(warnings),
         dead_letters=raw(dead_letters),
+        episodes=raw(episodes),
     )

@@ -85,6 +85,7 @@ def kafka_settings(kafka_bootstrap: str, unique_name: UniqueNames) -> Settings:
             "LOOPWATCH_VERDICTS_TOPIC": unique_name("verdicts"),
             "LOOPWATCH_WARNINGS_TOPIC": unique_name("warnings"),
             "LOOPWATCH_DLQ_TOPIC": unique_name("dlq"),
+            "LOOPWATCH_EPISODES_TOPIC": unique_name("episodes"),
             "LOOPWATCH_PARTITIONS": "3",
         }
     )

@@ -59,6 +59,7 @@ def worker_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
         LOOPWATCH_VERDICTS_TOPIC=f"{prefix}-verdicts",
         LOOPWATCH_WARNINGS_TOPIC=f"{prefix}-warnings",
         LOOPWATCH_DLQ_TOPIC=f"{prefix}-dlq",
+        LOOPWATCH_EPISODES_TOPIC=f"{prefix}-episodes",
         LOOPWATCH_PARTITIONS=str(partitions),
         LOOPWATCH_WEB_PORT=str(16000 + uuid.uuid4().int % 1000),
         LOOPWATCH_DATA_DIR=str(Path(tempfile.gettempdir()) / f"{prefix}-data"),

@@ -36,6 +36,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--fail-on-loop", action="store_true", help="exit 1 when any warning was found"
     )
+    parser.add_argument(
+        "--episodes",
+        action="store_true",
+        help="print loop episode records (docs/contract.md §8) instead of verdicts: one "
+        "line per episode as it closes; episodes still open at the end of the input "
+        "last, as expired",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -75,16 +82,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch scan: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
     with source:
-        scanner = scan_lines(source, sys.stdout.buffer, config, args.warnings_only)
+        scanner = scan_lines(
+            source, sys.stdout.buffer, config, args.warnings_only, episodes=args.episodes
+        )
     print(f"loopwatch scan: {scanner.stats.summary()}", file=sys.stderr)
     found = sum(scanner.stats.warnings.values())
     return 1 if args.fail_on_loop and found else 0
 
 
 def scan_lines(
-    source: IO[bytes], out: IO[bytes], config: DetectionConfig, warnings_only: bool = False
+    source: IO[bytes],
+    out: IO[bytes],
+    config: DetectionConfig,
+    warnings_only: bool = False,
+    *,
+    episodes: bool = False,
 ) -> Scanner:
-    """Scan JSON lines from `source`, writing verdict lines to `out`."""
+    """Scan JSON lines from `source`, writing verdict lines (or, with `episodes`, loop
+    episode lines) to `out`."""
     scanner = Scanner(config)
     progress = sys.stderr.isatty()
     started = time.monotonic()
@@ -98,11 +113,17 @@ def scan_lines(
             print(f"loopwatch scan: line {number}: skipped, {exc}", file=sys.stderr)
             continue
         verdict = scanner.process(event)
-        if verdict is not None and (verdict.warning is not None or not warnings_only):
+        if episodes:
+            for episode in scanner.closed_episodes:
+                write(episode.to_json() + b"\n")
+        elif verdict is not None and (verdict.warning is not None or not warnings_only):
             write(verdict.to_json() + b"\n")
         if progress and number % _PROGRESS_EVERY == 0:
             rate = number / max(time.monotonic() - started, 1e-9)
             print(f"\r  {number:,} lines, {rate:,.0f}/s", end="", file=sys.stderr, flush=True)
+    if episodes:
+        for episode in scanner.open_episodes():
+            write(episode.to_json() + b"\n")
     if progress:
         print("\r", end="", file=sys.stderr)
     out.flush()

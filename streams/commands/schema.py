@@ -1,4 +1,4 @@
-"""`loopwatch schema`: write the JSON Schema of events and verdicts."""
+"""`loopwatch schema`: write the JSON Schema of events, verdicts and loop episodes."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models.schema import event_schema, verdict_schema
+from models.schema import episode_schema, event_schema, verdict_schema
 from streams.commands.options import output_dir
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser = sub.add_parser(
         "schema",
-        help="write the JSON Schema of events and verdicts",
-        description="Write agent-event.schema.json and loop-verdict.schema.json "
-        "(JSON Schema 2020-12) for runtimes in other languages.",
+        help="write the JSON Schema of events, verdicts and loop episodes",
+        description="Write agent-event.schema.json, loop-verdict.schema.json and "
+        "loop-episode.schema.json (JSON Schema 2020-12) for runtimes in other languages.",
     )
     parser.add_argument(
         "--out",
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     schemas = {
         "agent-event.schema.json": event_schema(),
         "loop-verdict.schema.json": verdict_schema(),
+        "loop-episode.schema.json": episode_schema(),
     }
     if args.out is None:
         json.dump(schemas, sys.stdout, indent=2, sort_keys=True)

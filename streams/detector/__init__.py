@@ -4,7 +4,18 @@ No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
 function of (state, event, config). Each rule lives in `streams.detector.rules`.
 """
 
-from streams.detector.core import Match, advance, evaluate, first_match, observe, warning_of
+from streams.detector.core import (
+    Match,
+    Observation,
+    advance,
+    evaluate,
+    expire_episodes,
+    first_match,
+    observe,
+    observe_episodes,
+    warning_of,
+)
+from streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
 from streams.detector.rules import SEED_ORDER, SEED_RULES, Hit, Rule, RuleSet, Tracker
 from streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
 from streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
@@ -13,12 +24,15 @@ from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 __all__ = [
     "DEFAULT_TEXTS",
     "MAX_CHAIN_RANGES",
+    "MAX_PENDING_CALLS",
     "MAX_REMEMBERED_CALLS",
     "SEED_ORDER",
     "SEED_RULES",
     "STATE_VERSION",
     "Hit",
     "Match",
+    "Observation",
+    "OpenEpisode",
     "Rule",
     "RuleSet",
     "SessionState",
@@ -26,7 +40,9 @@ __all__ = [
     "WarningTexts",
     "advance",
     "evaluate",
+    "expire_episodes",
     "first_match",
     "observe",
+    "observe_episodes",
     "warning_of",
 ]

@@ -15,8 +15,10 @@ from models import (
     AgentEvent,
     AssistantMessage,
     DetectionConfig,
+    LoopEpisode,
     LoopVerdict,
     LoopWarning,
+    RuleName,
     SessionEnd,
     SystemMessage,
     ToolResult,
@@ -24,6 +26,7 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
+from streams.detector.episodes import OpenEpisode, pending_calls, track
 from streams.detector.rules import SEED_RULES, Hit, Rule, RuleSet
 from streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
@@ -55,21 +58,92 @@ def observe(
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
     `rules` applies to a new session; an existing one keeps its state's rules.
-    The input state is never modified.
+    The input state is never modified. `observe_episodes` also returns loop episodes.
     """
+    observation = observe_episodes(
+        state, event, config, evaluated_at=evaluated_at, texts=texts, rules=rules
+    )
+    return observation.state, observation.verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one event did: the new state, its verdict, and its loop episodes."""
+
+    state: SessionState | None
+    """None after `session_end` (the state is dropped)."""
+    verdict: LoopVerdict | None
+    """None for a duplicate or out-of-order event (nothing else changed then)."""
+    opened: tuple[OpenEpisode, ...] = ()
+    """Loop episodes this event's warning started."""
+    closed: tuple[LoopEpisode, ...] = ()
+    """Loop episodes this event ended (broken or session_ended), in rule order."""
+
+
+def observe_episodes(
+    state: SessionState | None,
+    event: AgentEvent,
+    config: DetectionConfig,
+    *,
+    evaluated_at: datetime | None = None,
+    texts: WarningTexts = DEFAULT_TEXTS,
+    rules: RuleSet = SEED_RULES,
+) -> Observation:
+    """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
-        return state, None
+        return Observation(state, None)
     new = advance(state, event, rules)
     match = first_match(new, config)
+    warning = None if match is None else warning_of(match, texts)
     verdict = LoopVerdict(
         session_id=event.session_id,
         seq=event.seq,
         agent_id=event.agent_id,
         event_ts=event.ts,
         evaluated_at=evaluated_at or event.ts,
-        warning=None if match is None else warning_of(match, texts),
+        warning=warning,
     )
-    return (None if isinstance(event, SessionEnd) else new), verdict
+    new.step_pending, completed = pending_calls(new.step_pending, event)
+
+    def subject_of(name: RuleName) -> str | None:
+        if match is not None and name == match.rule.name:  # the warned rule: its hit
+            return short_digest(match.hit.subject)[:_SUBJECT_CHARS]
+        return episode_subject(new, config, name)
+
+    changes = track(
+        new.episodes,
+        event,
+        warning,
+        completed_step=completed,
+        subject_of=subject_of,
+        rule_order=new.rules.names,
+    )
+    ended = isinstance(event, SessionEnd)
+    if changes is None:
+        return Observation(None if ended else new, verdict)
+    new.episodes = changes.open
+    new.loops += len(changes.opened)
+    return Observation(None if ended else new, verdict, changes.opened, changes.closed)
+
+
+def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:
+    """The open episodes of a state the worker drops as idle, closed `expired`."""
+    return tuple(episode.expire(session_id) for episode in state.episodes)
+
+
+_SUBJECT_CHARS = 16  # 64 bits: tells a session's loops apart, names no content
+
+
+def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName) -> str | None:
+    """The subject of rule `name` if it fires in this state (None: it does not), as an
+    episode records it: 16 hex digits of SHA-256 of the rule's `Hit.subject`. Whether an
+    earlier rule gave the event's warning instead does not matter."""
+    parts = state.parts
+    for check, index, rule in state.rules.checks:
+        if rule.name == name:
+            hit = check(parts[index], config)
+            return None if hit is None else short_digest(hit.subject)[:_SUBJECT_CHARS]
+    return None
 
 
 def advance(
@@ -80,7 +154,16 @@ def advance(
         new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules)
     else:
         rules = state.rules
-        new = SessionState(event.seq, event.ts, state.calls, state.parts.copy(), rules)
+        new = SessionState(
+            event.seq,
+            event.ts,
+            state.calls,
+            state.parts.copy(),
+            rules,
+            state.step_pending,
+            state.episodes,
+            state.loops,
+        )
     parts = new.parts
     if isinstance(event, ToolResult):
         signature = _signature(new, event)

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from streams.detector.episodes import OpenEpisode
 from streams.detector.rules import SEED_RULES, RuleSet
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""2 added loop episodes (`step`, `episodes`, `loops`); version 1 snapshots still load
+(no open episodes, no awaited step)."""
+READABLE_VERSIONS = (1, 2)
 
 MAX_REMEMBERED_CALLS = 64
 """Call ids remembered for resolving results to calls (results follow their calls
@@ -40,9 +44,26 @@ class SessionState:
     rules: RuleSet = SEED_RULES
     """The rules this state is kept for (a session keeps the set it started with)."""
 
+    # Loop episodes (streams.detector.episodes): bounded by one open episode per rule.
+    step_pending: tuple[int, ...] = ()
+    """Checksums of the newest tool step's call ids still awaiting a result."""
+    episodes: tuple[OpenEpisode, ...] = ()
+    """Open loop episodes, at most one per rule, in rule order."""
+    loops: int = 0
+    """Episodes this session has opened so far."""
+
     def copy(self) -> SessionState:
         """A shallow copy: the parts list is new, the parts and `calls` are shared."""
-        return SessionState(self.last_seq, self.last_ts, self.calls, self.parts.copy(), self.rules)
+        return SessionState(
+            self.last_seq,
+            self.last_ts,
+            self.calls,
+            self.parts.copy(),
+            self.rules,
+            self.step_pending,
+            self.episodes,
+            self.loops,
+        )
 
     def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
         """A plain JSON-able dict (what the stream app's table stores): the common fields,
@@ -59,6 +80,9 @@ class SessionState:
         }
         for tracker, part in zip(self.rules.trackers, self.parts, strict=True):
             snapshot[tracker.key] = tracker.to_snapshot(part, copy=copy)
+        snapshot["step"] = list(self.step_pending)
+        snapshot["episodes"] = [episode.to_snapshot() for episode in self.episodes]
+        snapshot["loops"] = self.loops
         return snapshot
 
     @classmethod
@@ -69,7 +93,7 @@ class SessionState:
         existed) starts from its empty part.
         """
         version = snapshot.get("version")
-        if version != STATE_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported session state version {version!r}")
         parts = [
             tracker.from_snapshot(snapshot[tracker.key])
@@ -83,4 +107,7 @@ class SessionState:
             calls=dict(snapshot["calls"]),
             parts=parts,
             rules=rules,
+            step_pending=tuple(int(item) for item in snapshot.get("step", ())),
+            episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
+            loops=int(snapshot.get("loops", 0)),
         )

@@ -70,6 +70,15 @@ def started_producer(app: Any) -> Any:
     return app.producer._ensure_producer()
 
 
+def worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
+
+
 class ServiceWorker(faust.Worker):
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         # faust's terminal spinner lowers the root logger to DEBUG so it can spin on

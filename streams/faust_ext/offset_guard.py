@@ -234,6 +234,10 @@ class OffsetOrder:
             return None if committed is None else int(committed)
         return expected
 
+    def next_offset(self, tp: Any) -> int | None:
+        """The next offset of `tp` to process (None: not known yet)."""
+        return self._expected(tp)
+
     def check(self, tp: Any, offset: int) -> bool:
         """Whether to process this record now. A record past the next expected offset is
         held back (not processed; it comes round again) and its partition re-read."""

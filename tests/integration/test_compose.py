@@ -77,3 +77,51 @@ def test_docker_compose_config_accepts_the_file() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_monitoring_profile_brings_prometheus_and_grafana_with_the_dashboard() -> None:
+    services = compose()["services"]
+    prometheus, grafana, worker = services["prometheus"], services["grafana"], services["worker"]
+    assert prometheus["profiles"] == ["monitoring"]
+    assert grafana["profiles"] == ["monitoring"]
+    assert "profiles" not in worker  # the default `up` is unchanged
+
+    def mounts(service: dict[str, Any]) -> dict[str, Path]:
+        """Container path → the repository file or folder mounted there."""
+        out = {}
+        for volume in service["volumes"]:
+            source, target, *_ = volume.split(":")
+            if source.startswith("./"):
+                out[target] = REPO / source
+        return out
+
+    prometheus_files = mounts(prometheus)
+    for path in prometheus_files.values():
+        assert path.exists(), path
+    config_path = next(a for a in prometheus["command"] if a.startswith("--config.file="))
+    config = yaml.safe_load(prometheus_files[config_path.split("=", 1)[1]].read_text())
+    # rule files are relative to the config file: mounted beside it
+    config_dir = config_path.split("=", 1)[1].rsplit("/", 1)[0]
+    for rule_file in config["rule_files"]:
+        assert f"{config_dir}/{rule_file}" in prometheus_files
+    [job] = config["scrape_configs"]
+    [target] = job["static_configs"][0]["targets"]
+    host, port = target.split(":")
+    assert host == "worker"
+    assert port == worker["environment"]["LOOPWATCH_WEB_PORT"]
+    assert worker["environment"]["LOOPWATCH_WEB_HOST"] == "0.0.0.0"
+
+    grafana_files = mounts(grafana)
+    provisioning = grafana_files["/etc/grafana/provisioning"]
+    [source] = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert source["url"] == "http://prometheus:9090"
+    assert "9090:9090" in prometheus["ports"]
+    [provider] = yaml.safe_load((provisioning / "dashboards/loopwatch.yml").read_text())[
+        "providers"
+    ]
+    dashboards = grafana_files[provider["options"]["path"]]
+    assert (dashboards / "loopwatch.json").is_file()
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{provider['options']['path']}/loopwatch.json"

@@ -19,6 +19,7 @@ def all_topics(settings: Settings) -> list[str]:
         settings.verdicts_topic,
         settings.warnings_topic,
         settings.dlq_topic,
+        settings.episodes_topic,
     ]
 
 
@@ -48,6 +49,7 @@ async def test_creates_every_topic_with_its_partitions_and_configs(
         (s.verdicts_topic, s.verdicts_retention_seconds),
         (s.warnings_topic, s.warnings_retention_seconds),
         (s.dlq_topic, s.dlq_retention_seconds),
+        (s.episodes_topic, s.episodes_retention_seconds),
     ]:
         assert await topic_config(kafka_admin, topic, "retention.ms") == str(seconds * 1000)
 
@@ -58,7 +60,9 @@ async def test_creating_again_changes_nothing(
     await create_topics(kafka_settings)
     again = await create_topics(kafka_settings)
 
-    assert [(o.created, o.partitions) for o in again] == [(False, 3)] * 5
+    assert [(o.created, o.partitions) for o in again] == [(False, 3)] * len(
+        all_topics(kafka_settings)
+    )
     assert await partition_counts(kafka_admin, all_topics(kafka_settings)) == dict.fromkeys(
         all_topics(kafka_settings), 3
     )

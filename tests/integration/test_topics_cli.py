@@ -30,6 +30,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "LOOPWATCH_VERDICTS_TOPIC": settings.verdicts_topic,
         "LOOPWATCH_WARNINGS_TOPIC": settings.warnings_topic,
         "LOOPWATCH_DLQ_TOPIC": settings.dlq_topic,
+        "LOOPWATCH_EPISODES_TOPIC": settings.episodes_topic,
         "LOOPWATCH_PARTITIONS": str(settings.partitions),
     }
 
@@ -48,7 +49,9 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
     )
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert second.stdout.count("exists") == 5
+    assert (
+        second.stdout.count("exists") == 6
+    )  # events, changelog, verdicts, warnings, dlq, episodes
 
 
 def test_unreachable_broker_exits_1_naming_it() -> None:

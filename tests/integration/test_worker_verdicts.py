@@ -5,6 +5,8 @@ warnings and metrics."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -13,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from models import AgentEvent, decode_event
+from models import AgentEvent, DetectionConfig, decode_event
 from streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_TOPIC
+from streams.scanner import Scanner
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -26,6 +29,7 @@ from tests.integration.worker_harness import (
     verdict_key,
     without_clock,
 )
+from tests.monitoring import missing_from
 from tests.shared_data import trajectory_files
 
 pytestmark = pytest.mark.kafka
@@ -51,6 +55,7 @@ class Run:
     verdicts: list[Any]
     warnings: list[Any]
     dead_letters: list[Any]
+    episodes: list[Any]
     metrics: str
     worker_log: str
 
@@ -81,11 +86,36 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         verdicts = asyncio.run(consume(kafka_bootstrap, env.verdicts, until=len(expected)))
         dead = asyncio.run(consume(kafka_bootstrap, env.dlq, until=len(BAD_RECORDS)))
         warnings = asyncio.run(consume(kafka_bootstrap, env.warnings, until=expected_warnings))
-        with urllib.request.urlopen(f"http://127.0.0.1:{worker.web_port}/metrics") as page:
-            metrics = page.read().decode()
+        episodes = asyncio.run(
+            consume(kafka_bootstrap, env.episodes, until=len(scan_episodes(events)))
+        )
+        metrics = _metrics_with_every_panel(worker.web_port)
     finally:
         worker.stop()
-    yield Run(events, duplicates, verdicts, warnings, dead, metrics, worker.log())
+    yield Run(events, duplicates, verdicts, warnings, dead, episodes, metrics, worker.log())
+
+
+def scan_episodes(events: list[AgentEvent]) -> list[bytes]:
+    """The loop episode records `loopwatch scan --episodes` prints, except the ones still
+    open at the end of the input (the worker keeps those open until they expire)."""
+    scanner = Scanner(DetectionConfig())
+    closed: list[bytes] = []
+    for event in events:
+        scanner.process(event)
+        closed.extend(episode.to_json() for episode in scanner.closed_episodes)
+    return closed
+
+
+def _metrics_with_every_panel(web_port: int, deadline: float = 30.0) -> str:
+    """The worker's /metrics once it has every series the dashboard reads (partition lag
+    is measured on a timer), or as it is at the deadline."""
+    end = time.monotonic() + deadline
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics") as page:
+            metrics: str = page.read().decode()
+        if not missing_from(metrics) or time.monotonic() >= end:
+            return metrics
+        time.sleep(0.5)  # polling a page inside a deadline, not synchronisation
 
 
 def test_verdicts_equal_scan(run: Run) -> None:
@@ -136,3 +166,16 @@ def test_metrics_page_counts_what_happened(run: Run) -> None:
     assert warned == len(run.warnings)
     assert float(lines["loopwatch_event_to_verdict_seconds_count"]) >= len(expected)
     assert "syn-0001" not in run.metrics
+
+
+def test_loop_episodes_equal_scan(run: Run) -> None:
+    expected = scan_episodes(run.events)
+    assert len(expected) > 100, "the input must close many loop episodes"
+    assert Counter(r.value for r in run.episodes) == Counter(expected)
+    assert all(r.key == json.loads(r.value)["session_id"].encode() for r in run.episodes)
+
+
+def test_every_dashboard_panel_metric_is_on_the_workers_metrics_page(run: Run) -> None:
+    assert missing_from(run.metrics) == {}
+    assert "_created" not in run.metrics
+    assert "loopwatch_worker_ready 1.0" in run.metrics

@@ -65,6 +65,10 @@ class WorkerEnv:
         return f"{self.prefix}-dlq"
 
     @property
+    def episodes(self) -> str:
+        return f"{self.prefix}-episodes"
+
+    @property
     def changelog(self) -> str:
         return f"{self.prefix}-sessions-changelog"
 
@@ -77,6 +81,7 @@ class WorkerEnv:
             LOOPWATCH_VERDICTS_TOPIC=self.verdicts,
             LOOPWATCH_WARNINGS_TOPIC=self.warnings,
             LOOPWATCH_DLQ_TOPIC=self.dlq,
+            LOOPWATCH_EPISODES_TOPIC=self.episodes,
             LOOPWATCH_PARTITIONS=str(self.partitions),
             LOOPWATCH_WEB_PORT=str(web_port),
             LOOPWATCH_DATA_DIR=f"/tmp/{self.prefix}",

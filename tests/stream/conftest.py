@@ -70,6 +70,7 @@ def _recording_outputs(settings: Settings) -> RecordingOutputs:
             settings.verdicts_topic: "verdicts",
             settings.warnings_topic: "warnings",
             settings.dlq_topic: "dead_letters",
+            settings.episodes_topic: "episodes",
         }
     )
 

@@ -49,6 +49,7 @@ def test_schema_creates_only_the_last_directory(
     assert main(["schema", "--out", str(tmp_path / "schema")]) == 0
     assert sorted(p.name for p in (tmp_path / "schema").iterdir()) == [
         "agent-event.schema.json",
+        "loop-episode.schema.json",
         "loop-verdict.schema.json",
     ]
     assert not (tmp_path / "a").exists()

@@ -17,7 +17,7 @@ from models import (
     result_fingerprint,
 )
 from models.fingerprints import normalise
-from models.schema import event_schema, verdict_schema
+from models.schema import episode_schema, event_schema, verdict_schema
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -183,6 +183,13 @@ def test_json_schemas_describe_the_contract() -> None:
     }
     verdicts = verdict_schema()
     assert set(verdicts["required"]) >= {"session_id", "seq", "warning", "event_ts"}
+    episodes = episode_schema()
+    assert set(episodes["required"]) >= {
+        "session_id", "agent_id", "rule", "subject", "tool_names", "first_seq", "last_seq",
+        "started_at", "ended_at", "peak_count", "warnings", "outcome", "duration_seconds",
+    }  # fmt: skip
+    assert episodes["properties"]["outcome"]["enum"] == ["broken", "session_ended", "expired"]
     # stable, distinct ids that name the record and its version (docs/contract.md §1)
     assert events["$id"].endswith("/agent-event/v1.json")
     assert verdicts["$id"].endswith("/loop-verdict/v1.json")
+    assert episodes["$id"].endswith("/loop-episode/v1.json")

@@ -226,3 +226,34 @@ def test_expiry_is_per_partition_clock() -> None:
     new.seq = 7200
     worker.run([_record(new.user())], partition=1)
     assert set(worker.store.records) == {"old", "new"}  # partition 0's clock has not moved
+
+
+def test_loop_episodes_come_out_with_their_event_and_with_idle_expiry() -> None:
+    worker = Worker()
+    looping = SessionBuilder("looping")
+    for _ in range(3):
+        looping.call("search", {"q": "x"})
+        looping.result(result="nothing")
+    moved_on = SessionBuilder("moved-on")
+    for _ in range(3):
+        moved_on.call("search", {"q": "x"})
+        moved_on.result(result="nothing")
+    moved_on.call("search", {"q": "y"})
+    closing = moved_on.result(result="found")
+    outcomes = worker.run_events([*looping.events, *moved_on.events])
+    closed = {
+        outcome.event.seq: outcome.episodes
+        for outcome in outcomes
+        if isinstance(outcome, Processed) and outcome.episodes
+    }
+    assert list(closed) == [closing.seq]  # both episodes of moved-on end at its result
+    assert {e.outcome for e in closed[closing.seq]} == {"broken"}
+    record = worker.store.get("moved-on")
+    assert record is not None and record.state is not None and record.state.episodes == ()
+
+    later = SessionBuilder("later")
+    later.seq = 3600 + 10  # an hour of event time later: "looping" is idle past its TTL
+    [outcome] = worker.run_events([later.user()])
+    assert isinstance(outcome, Processed)
+    assert {(e.session_id, e.outcome) for e in outcome.expired_episodes} == {("looping", "expired")}
+    assert {e.rule for e in outcome.expired_episodes} == {"repeated_result", "repeated_batch"}

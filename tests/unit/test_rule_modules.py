@@ -83,14 +83,22 @@ def test_the_seed_order_is_the_wire_vocabulary_and_each_rule_has_its_text() -> N
     assert [tracker.key for tracker in SEED_RULES.trackers] == ["result", "chain", "batch"]
 
 
+def _with_episodes(old: str) -> dict[str, Any]:
+    """A version 1 snapshot as version 2 writes it: the loop episode keys added."""
+    upgraded: dict[str, Any] = json.loads(old)
+    upgraded.update(version=2, step=[], episodes=[], loops=0)
+    return upgraded
+
+
 def test_the_snapshot_format_is_the_one_written_before_the_rule_modules() -> None:
+    # ... plus, since version 2, the loop episodes' keys (docs/contract.md §8.4)
     events = _session()
     for old, upto in ((OLD_SNAPSHOT_CHAIN, 4), (OLD_SNAPSHOT_RESULT, 8)):
         state = _state_after(events[:upto])
-        assert json.dumps(state.to_snapshot()) == old
+        assert json.dumps(state.to_snapshot()) == json.dumps(_with_episodes(old))
         loaded = SessionState.from_snapshot(json.loads(old))
         assert loaded == state
-        assert json.dumps(loaded.to_snapshot()) == old
+        assert json.dumps(loaded.to_snapshot()) == json.dumps(_with_episodes(old))
 
 
 def test_a_state_loaded_from_an_old_snapshot_goes_on_as_if_never_saved() -> None:

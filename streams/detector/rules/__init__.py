@@ -32,6 +32,8 @@ class RuleSet:
 
     def __init__(self, rules: Sequence[Rule[Any]]) -> None:
         self.rules = tuple(rules)
+        self.names = tuple(rule.name for rule in self.rules)
+        """The rules' names in evaluation order."""
         trackers: list[Tracker[Any]] = []
         for rule in self.rules:
             if rule.tracker not in trackers:
