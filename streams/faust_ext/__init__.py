@@ -23,7 +23,9 @@ Private APIs touched, by module:
   (`guard_commits`: the outputs' flush passed to the consumer explicitly),
   `App.producer._ensure_producer()` (aiokafka's producer for batches), `Event.ack`
   (faust-streaming acks messages its stream dropped in `Stream._c_aiter`),
-  `Worker.on_setup_root_logger` (no DEBUG root logger for the spinner).
+  `Worker.on_setup_root_logger` (no DEBUG root logger for the spinner),
+  `App.tables.recovery.completed` and `App.in_recovery` (`worker_ready`, the readiness
+  gauge).
 * `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`.
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").
