@@ -24,6 +24,8 @@ ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
 DAY_SECONDS = 24 * 3600
 MIB = 1024 * 1024
 MAX_LINGER_MS = 1000
+DEFAULT_DETECTION = DetectionConfig()
+"""The threshold defaults are DetectionConfig's (models), stated once there."""
 
 
 class SettingsError(ValueError):
@@ -57,8 +59,10 @@ class Settings(BaseModel):
     """Long enough for someone to look at dead letters after a weekend."""
     episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
     """Episodes are the unit of loop statistics over weeks; they are small and few."""
-    threshold: StrictInt = Field(3, ge=1)
-    mutating_failure_threshold: StrictInt = Field(2, ge=1)
+    threshold: StrictInt = Field(DEFAULT_DETECTION.threshold, ge=1)
+    mutating_failure_threshold: StrictInt = Field(
+        DEFAULT_DETECTION.mutating_failure_threshold, ge=1
+    )
     session_ttl_seconds: StrictInt = Field(DAY_SECONDS, ge=1)
     """An idle session's state is dropped after this long."""
     ended_retention_seconds: StrictInt = Field(0, ge=0)

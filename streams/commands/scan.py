@@ -9,6 +9,7 @@ import time
 from typing import IO, Any
 
 from models import ConfigError, DetectionConfig, InvalidEvent, decode_event
+from streams.commands.exit_codes import EXIT_USAGE
 from streams.scanner import Scanner
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -28,10 +29,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     parser.add_argument("file", help="the events file, or - for standard input")
-    parser.add_argument("--threshold", default="3", help="rules 2-4 threshold (default 3)")
-    parser.add_argument(
-        "--mutating-failure-threshold", default="2", help="rule 1 threshold (default 2)"
-    )
+    add_threshold_options(parser)
     parser.add_argument(
         "--warnings-only", action="store_true", help="print only verdicts with a warning"
     )
@@ -48,6 +46,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=run)
 
 
+def add_threshold_options(parser: argparse.ArgumentParser) -> None:
+    """`--threshold` and `--mutating-failure-threshold`, defaulting to DetectionConfig's."""
+    defaults = DetectionConfig()
+    parser.add_argument(
+        "--threshold",
+        default=str(defaults.threshold),
+        help=f"rules 2-4 threshold (default {defaults.threshold})",
+    )
+    parser.add_argument(
+        "--mutating-failure-threshold",
+        default=str(defaults.mutating_failure_threshold),
+        help=f"rule 1 threshold (default {defaults.mutating_failure_threshold})",
+    )
+
+
 def detection_config(args: argparse.Namespace) -> DetectionConfig:
     """The thresholds of `--threshold` / `--mutating-failure-threshold` (ConfigError if bad)."""
     values: dict[str, object] = {}
@@ -62,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
         config = detection_config(args)
     except ConfigError as exc:
         print(f"loopwatch scan: invalid config: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     except OSError as exc:
         print(f"loopwatch scan: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     with source:
         scanner = scan_lines(
             source, sys.stdout.buffer, config, args.warnings_only, episodes=args.episodes

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
 from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from streams.settings import Settings, SettingsError
-
-EXIT_CONFIG = 2
-EXIT_BROKER = 1
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -49,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
 
     def build_app() -> Any:
         from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
@@ -76,20 +73,14 @@ def run_service(
     except (BrokerUnreachable, TopicError) as exc:
         print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
-        return EXIT_BROKER
+        return EXIT_KAFKA
     return run_faust_app(build_app(), args.loglevel, loop)
 
 
 def run_faust_app(app: Any, loglevel: str, loop: asyncio.AbstractEventLoop) -> int:
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code."""
-    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
-
-    class ServiceWorker(faust.Worker):
-        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
-            # every record, which builds a debug record per sent message; a service needs
-            # no spinner, so keep the level that was asked for.
-            logger.setLevel(level)
+    # lazy: `loopwatch --help` and scan need no faust
+    from streams.faust_ext.app import ServiceWorker  # noqa: PLC0415
 
     worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
     try:
