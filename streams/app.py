@@ -12,13 +12,19 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-import faust
-
 from streams.broker_outage import watch_broker
 from streams.expiry import ExpiryIndex
+from streams.faust_ext.app import (
+    GuardedEvent,
+    LoopwatchApp,
+    guard_commits,
+    started_producer,
+    worker_ready,
+)
+from streams.faust_ext.offset_guard import OffsetOrder
+from streams.faust_ext.session_table import SessionTable
 from streams.lag import PartitionProgress, assigned_positions
 from streams.metrics import CONTENT_TYPE, Metrics
-from streams.offset_guard import GuardedTransport, OffsetOrder
 from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
 from streams.policy_book import InvalidPolicy, PolicyBook
 from streams.policy_topic import PolicyFollower
@@ -26,63 +32,11 @@ from streams.processing import PipelineOptions
 from streams.readiness import AgentHealth, Readiness, serve_health
 from streams.record_handler import RecordHandler
 from streams.session_store import TableSessionStore
-from streams.session_table import SessionTable
 from streams.settings import Settings
 from streams.topics import declare_topics
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""
-
-
-class _App(faust.App):
-    async def maybe_start_producer(self) -> Any:
-        """The started producer, without faust's `@stampede` wrapper on every send.
-
-        `Topic.send` (verdicts, warnings) and the table's changelog writes call this once
-        per record; the stampede wrapper yields to the event loop three times per call
-        (`asyncio.sleep(0)`), i.e. ~7 extra loop iterations per event, each an epoll
-        syscall. Before the producer has started (and under exactly_once, where the
-        transaction manager produces) faust's own version runs.
-        """
-        if not self.in_transaction and self.producer.started:
-            return self.producer
-        return await super().maybe_start_producer()
-
-    def on_init_dependencies(self) -> Any:
-        """faust's services, with a no-op sensor in place of its Monitor.
-
-        The Monitor keeps per-message and per-event statistics (timestamps, deques,
-        per-topic counters) for faust's own web views, which this worker does not serve;
-        loopwatch's metrics are its own. Measured with a bare faust agent here: 12,900-
-        14,300 -> 15,100-15,200 events/s consumed without it. One sensor stays (faust
-        warns at each rebalance when none gave it a rebalance state).
-        """
-        services = super().on_init_dependencies()
-        self.sensors.remove(self.monitor)
-        self.sensors.add(faust.Sensor())
-        return services
-
-    def _new_transport(self) -> Any:
-        # The consumer that never commits past an unprocessed event (streams.offset_guard).
-        return GuardedTransport(self.conf.broker_consumer, self)
-
-
-class _Event(faust.Event):
-    def ack(self) -> bool:
-        """Ack only what the stream processed.
-
-        faust's stream drops a message fetched before a rebalance (stale consumer
-        generation, or flow stopped for recovery) without processing it, then acks it
-        anyway (`Stream._c_aiter`). That ack lets the next commit pass over an event that
-        never got a verdict: a restarted worker lost one about one run in three here.
-        The stream marks every message it processes as `tracked` first, so an untracked
-        one was dropped: leave it unacked; after the rebalance the consumer seeks back to
-        the committed offset and reads it again.
-        """
-        if not self.message.tracked:
-            return False
-        acked: bool = super().ack()
-        return acked
 
 
 def create_app(
@@ -96,9 +50,9 @@ def create_app(
     and hold events until it has been read to its end once; otherwise every agent is
     judged by the settings' built-in policy.
     """
-    app: Any = _App(
+    app: Any = LoopwatchApp(
         settings.app_id,
-        Event=_Event,
+        Event=GuardedEvent,
         Table=SessionTable,
         broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
         **settings.faust_security(),
@@ -187,8 +141,9 @@ def create_app(
         metrics=metrics,
     )
     holder["handler"] = handler
+    guard_commits(app, outputs.flush)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
-    metrics.worker_ready.set_function(lambda: 1.0 if _worker_ready(app) else 0.0)
+    metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
     health = AgentHealth()
@@ -229,7 +184,6 @@ def create_app(
         app, Readiness(app, events_topic, outage, producer_failed, health), metrics.registry
     )
     app.loopwatch_outage = outage
-    app.loopwatch_outputs = outputs
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
@@ -281,15 +235,6 @@ def _policies(
     return policies, follower
 
 
-def _worker_ready(app: Any) -> bool:
-    """Recovered its partitions at least once, and no rebalance or recovery under way
-    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
-    if not app.producer.started:
-        return False
-    recovered = app.tables.recovery.completed.is_set()
-    return bool(recovered and not app.rebalancing and not app.in_recovery)
-
-
 def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTable) -> Outputs:
     if settings.processing_guarantee == "exactly_once":
         faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
@@ -301,11 +246,8 @@ def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTa
         crashes.add(task)
         task.add_done_callback(crashes.discard)
 
-    def producer() -> Any:  # faust's aiokafka producer, started with the worker
-        return app.producer._ensure_producer()
-
     return BatchedOutputs(
-        producer,
+        lambda: started_producer(app),
         linger=settings.output_linger_ms / 1000,
         on_failure=crash,
         on_delivered_batch=table.on_changelog_delivered,

@@ -7,7 +7,7 @@ error class, a short reason (never the record's content) and where the record ca
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 DeadLetterKind = Literal[
     "not_utf8",  # the value is not UTF-8
@@ -20,17 +20,7 @@ DeadLetterKind = Literal[
     "policy",  # an invalid record on the policy topic (docs/contract.md §9.7)
     "not_otlp",  # otel-bridge: not an OTLP trace request in the configured encoding
 ]
-DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = (
-    "not_utf8",
-    "not_json",
-    "schema",
-    "key_mismatch",
-    "too_large",
-    "empty",
-    "internal",
-    "policy",
-    "not_otlp",
-)
+DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = get_args(DeadLetterKind)
 
 HEADER_ERROR = "loopwatch.error"
 HEADER_REASON = "loopwatch.reason"

@@ -50,7 +50,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         # The three updated on every event are plain numbers, exposed by a collector of
-        # their own: prometheus_client takes a lock per update (~10 µs/event here).
+        # their own: prometheus_client takes a lock per update (costly per event).
         self._per_event = _PerEventMetrics()
         r.register(self._per_event)
         self.warnings = Counter(

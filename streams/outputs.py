@@ -1,11 +1,8 @@
 """Where the worker's records go: verdicts, warnings, dead letters, the table's changelog.
 
 faust produces one record at a time (`Topic.send`: a FutureMessage, the producer buffer,
-sensors, one aiokafka `send` with its own future): about 120 µs of Python per record here,
-and every event produces two or three. Measured on this machine (`ops/bench/`, a bare
-faust agent over 30,000 events): consuming alone 12,000-13,000 events/s; with one
-`Topic.send` and one table write per event 3,600; with the same two records through
-`BatchedOutputs` 9,800.
+sensors, one aiokafka `send` with its own future), and every event produces two or three:
+that per-record cost capped the worker (figures: README, "The stream worker").
 
 `BatchedOutputs` collects records per partition and hands each partition's records to
 aiokafka as one closed batch (`send_batch`). When they go (the adaptive linger):
@@ -24,7 +21,7 @@ low load, and 0 made the worker fall behind at ~900 events/s (a request per reco
   land in the order added (the changelog depends on it: the last write of a key wins).
 * Delivery: a record's `on_delivered(offset)` runs once the broker acknowledged it.
   `flush()` sends what waits and returns when every batch is acknowledged; the consumer
-  calls it before each offset commit (`streams.offset_guard.GuardedConsumer`), so an
+  calls it before each offset commit (`streams.faust_ext.offset_guard`), so an
   offset is committed only after the records of the events before it are stored.
 * Failure: a batch aiokafka gives up on fails `flush()` (no commit) and calls
   `on_failure`, which crashes the worker; the next one processes the uncommitted events
@@ -41,6 +38,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from streams.faust_ext.producer import default_partition, wait_on_metadata
 
 log = logging.getLogger(__name__)
 
@@ -222,14 +221,14 @@ class BatchedOutputs:
         self, producer: Any, topic: str, records: list[_Record]
     ) -> list[tuple[int, list[_Record]]]:
         """Records split by the partition Kafka's default partitioner gives their key."""
-        await producer.client._wait_on_metadata(topic)
+        await wait_on_metadata(producer, topic)
         groups: dict[int, list[_Record]] = {}
         cache = self._partition_of
         for record in records:
             key = record.key
             partition = None if key is None else cache.get((topic, key))
             if partition is None:
-                partition = producer._partition(topic, None, None, None, key, record.value)
+                partition = default_partition(producer, topic, key, record.value)
                 if key is not None:
                     if len(cache) >= MAX_CACHED_PARTITIONS:
                         cache.clear()

@@ -58,7 +58,7 @@ class SessionRecord:
         if self.unconfirmed_episodes:  # absent in most values (and in older ones)
             document["episodes"] = [[seq, p.decode()] for seq, p in self.unconfirmed_episodes]
         # pydantic-core's encoder: compact JSON like json.dumps(separators=(",", ":")) but
-        # UTF-8 rather than \u escapes; measured 2.8 µs instead of 12.7 µs for a 2 KB value.
+        # UTF-8 rather than \u escapes, and several times faster (it runs on every event).
         return pydantic_core.to_json(document)
 
     @classmethod

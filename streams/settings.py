@@ -29,6 +29,8 @@ MAX_LINGER_MS = 1000
 # default); faust requires the session timeout to stay below its 90 s request timeout.
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
+DEFAULT_DETECTION = DetectionConfig()
+"""The threshold defaults are DetectionConfig's (models), stated once there."""
 
 
 class SettingsError(ValueError):
@@ -66,10 +68,12 @@ class Settings(BaseModel):
     """Detection profile of the built-in policy: `seed` (SPEC §4) or `extended`."""
     episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
     """Episodes are the unit of loop statistics over weeks; they are small and few."""
-    threshold: StrictInt = Field(3, ge=1)
-    mutating_failure_threshold: StrictInt = Field(2, ge=1)
-    call_in_turn_threshold: StrictInt = Field(3, ge=1)
-    cycle_threshold: StrictInt = Field(3, ge=1)
+    threshold: StrictInt = Field(DEFAULT_DETECTION.threshold, ge=1)
+    mutating_failure_threshold: StrictInt = Field(
+        DEFAULT_DETECTION.mutating_failure_threshold, ge=1
+    )
+    call_in_turn_threshold: StrictInt = Field(DEFAULT_DETECTION.call_in_turn_threshold, ge=1)
+    cycle_threshold: StrictInt = Field(DEFAULT_DETECTION.cycle_threshold, ge=1)
     result_aware_batches: bool | None = None
     """None: the profile's choice."""
     rule_repeated_failed_mutation: bool | None = None

@@ -8,7 +8,8 @@ import importlib.util
 import sys
 from typing import Any
 
-from streams.commands.worker import EXIT_CONFIG, add_service_options, run_service
+from streams.commands.exit_codes import EXIT_USAGE
+from streams.commands.worker import add_service_options, run_service
 from streams.settings import SettingsError
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             "loopwatch otel-bridge: needs the `otel` extra: pip install 'loopwatch[otel]'",
             file=sys.stderr,
         )
-        return EXIT_CONFIG
+        return EXIT_USAGE
     from streams.otel.settings import OtelSettings  # noqa: PLC0415
     from streams.otel.topics import create_bridge_topics  # noqa: PLC0415
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         settings = OtelSettings.from_env()
     except SettingsError as exc:
         print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
 
     def build_app() -> Any:
         from streams.otel.app import create_bridge_app  # noqa: PLC0415

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from models import ConfigError
+from streams.commands.exit_codes import EXIT_USAGE
 from streams.commands.options import output_file
-from streams.commands.scan import detection_config
+from streams.commands.scan import add_threshold_options, detection_config
 from streams.fleetview.report import collect, render_html, summary_lines
 
 
@@ -26,10 +27,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--out", type=output_file, default=Path("report.html"), help="default: report.html"
     )
-    parser.add_argument("--threshold", default="3", help="rules 2-4 threshold (default 3)")
-    parser.add_argument(
-        "--mutating-failure-threshold", default="2", help="rule 1 threshold (default 2)"
-    )
+    add_threshold_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -38,12 +36,12 @@ def run(args: argparse.Namespace) -> int:
         config = detection_config(args)
     except ConfigError as exc:
         print(f"loopwatch report: invalid config: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         data = collect(args.files, config)
     except OSError as exc:
         print(f"loopwatch report: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     for error in data.line_errors:
         print(f"loopwatch report: {error} (skipped)", file=sys.stderr)
     numbers = data.to_json()
@@ -51,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         args.out.write_text(render_html(numbers), encoding="utf-8")
     except OSError as exc:
         print(f"loopwatch report: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     for line in summary_lines(numbers):
         print(line)
     print(f"report: {args.out}")

@@ -29,14 +29,15 @@ from models import (
     parse_policy,
 )
 from streams.client.history import FORMATS
+from streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
 from streams.scanner import Scanner
 from streams.settings import ENVIRONMENT, Settings, SettingsError
 from streams.transcripts import InvalidConversation, looks_like_transcript, read_conversations
 
-EXIT_DONE = 0
 EXIT_LOOP_FOUND = 1
-EXIT_USAGE = 2
+"""`--fail-on-loop` and a warning was found."""
 EXIT_INVALID_INPUT = 3
+"""`--strict` and some input line was invalid."""
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _PROGRESS_EVERY = 20_000
@@ -83,8 +84,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "(Chat messages), anthropic (Messages), responses (Responses API input items); "
         "a transcript file is one JSON array of messages or one conversation per line",
     )
-    parser.add_argument("--threshold", help="rules 2-4 threshold (default 3)")
-    parser.add_argument("--mutating-failure-threshold", help="rule 1 threshold (default 2)")
+    add_threshold_options(parser)
     parser.add_argument(
         "--profile",
         choices=("seed", "extended"),
@@ -111,6 +111,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "last, as expired",
     )
     parser.set_defaults(handler=run)
+
+
+def add_threshold_options(parser: argparse.ArgumentParser) -> None:
+    """`--threshold` and `--mutating-failure-threshold`; unset, the worker's settings (or
+    DetectionConfig's defaults) apply."""
+    defaults = DetectionConfig()
+    parser.add_argument(
+        "--threshold",
+        help=f"rules 2-4 threshold (default: LOOPWATCH_THRESHOLD, else {defaults.threshold})",
+    )
+    parser.add_argument(
+        "--mutating-failure-threshold",
+        help="rule 1 threshold (default: LOOPWATCH_MUTATING_FAILURE_THRESHOLD, else "
+        f"{defaults.mutating_failure_threshold})",
+    )
 
 
 def detection_config(
@@ -204,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     if args.strict and scanner.stats.invalid:
         return EXIT_INVALID_INPUT
     found = sum(scanner.stats.warnings.values())
-    return EXIT_LOOP_FOUND if args.fail_on_loop and found else EXIT_DONE
+    return EXIT_LOOP_FOUND if args.fail_on_loop and found else EXIT_OK
 
 
 def scan_lines(

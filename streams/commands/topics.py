@@ -8,12 +8,9 @@ import logging
 import sys
 from typing import Any
 
+from streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
 from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, topic_specs
 from streams.settings import Settings, SettingsError
-
-EXIT_OK = 0
-EXIT_KAFKA = 1
-EXIT_SETTINGS = 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -44,7 +41,7 @@ def run_create(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
     except SettingsError as exc:
         print(f"loopwatch topics: invalid settings: {exc}", file=sys.stderr)
-        return EXIT_SETTINGS
+        return EXIT_USAGE
     # aiokafka logs every failed connection attempt; our one message says it better
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from streams.broker_outage import BrokerOutage
 from streams.broker_outage import install as install_outage_filter
+from streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
 from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from streams.log_format import use_json
 from streams.settings import Settings, SettingsError
-
-EXIT_CONFIG = 2
-EXIT_BROKER = 1
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -52,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
 
     def build_app() -> Any:
         from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
@@ -86,7 +83,7 @@ def run_service(
     except (BrokerUnreachable, TopicError) as exc:
         print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()
-        return EXIT_BROKER
+        return EXIT_KAFKA
     app = build_app()
     # the worker's app watches broker outages (streams.broker_outage); others may not
     outage = getattr(app, "loopwatch_outage", None)
@@ -103,19 +100,17 @@ def run_faust_app(
 ) -> int:
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
     broker outages in the log (streams.broker_outage) instead of aiokafka's line per retry."""
-    import faust  # noqa: PLC0415  (lazy: `loopwatch --help` and scan need no faust)
+    # lazy: `loopwatch --help` and scan need no faust
+    from streams.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
 
-    class ServiceWorker(faust.Worker):
+    class ServiceWorker(FaustServiceWorker):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if not self.stdout.isatty():  # no spinner escape codes in a log file
                 self.spinner = None
 
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
-            # every record, which builds a debug record per sent message; a service needs
-            # no spinner, so keep the level that was asked for.
-            logger.setLevel(level)
+            super().on_setup_root_logger(logger, level)
             if log_format == "json":
                 use_json(logger)
             if outage is not None:

@@ -12,12 +12,12 @@ import asyncio
 import time
 from typing import Any
 
-from streams.app import _App, _Event
-from streams.offset_guard import OffsetOrder
+from streams.faust_ext.app import GuardedEvent, LoopwatchApp, guard_commits, started_producer
+from streams.faust_ext.offset_guard import OffsetOrder
+from streams.faust_ext.session_table import SessionTable
 from streams.otel.bridge import OtelBridge, tick_value
 from streams.otel.settings import TABLE_NAME, OtelSettings
 from streams.outputs import BatchedOutputs, Outputs
-from streams.session_table import SessionTable
 
 TICK_SECONDS = 1.0
 """How often windows are checked when no span arrives (a window closes up to this late)."""
@@ -26,9 +26,9 @@ TICK_SECONDS = 1.0
 def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) -> Any:
     """A configured faust app for the bridge (not started)."""
     base = settings.base
-    app: Any = _App(
+    app: Any = LoopwatchApp(
         settings.app_id,
-        Event=_Event,
+        Event=GuardedEvent,
         Table=SessionTable,
         broker=[f"kafka://{server}" for server in base.bootstrap_servers.split(",")],
         **base.faust_security(),
@@ -78,6 +78,7 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
     table.outputs = outputs
     bridge = holder["bridge"] = OtelBridge(table=table, outputs=outputs, settings=settings)
+    guard_commits(app, outputs.flush)  # records stored before each offset commit
 
     def in_offset_order(name: str, handler: Any, topic: str) -> None:
         order = OffsetOrder(app)
@@ -123,7 +124,6 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         return web.bytes(bridge.counters.exposition(), content_type="text/plain; version=0.0.4")
 
     app.page("/metrics")(metrics_page)
-    app.loopwatch_outputs = outputs  # the offset guard flushes them before each commit
     app.loopwatch_bridge = bridge
     return app
 
@@ -137,8 +137,7 @@ def _batched_outputs(app: Any, linger: float, table: SessionTable) -> BatchedOut
         task.add_done_callback(crashes.discard)
 
     return BatchedOutputs(
-        # faust's aiokafka producer, which exists only once the app has started
-        lambda: app.producer._ensure_producer(),  # noqa: PLW0108
+        lambda: started_producer(app),
         linger=linger,
         on_failure=crash,
         on_delivered_batch=table.on_changelog_delivered,

@@ -39,14 +39,17 @@ class _Metadata:
 
 async def test_exactly_once_builds_faust_outputs_and_leaves_the_changelog_to_faust() -> None:
     app = create_app(stream_settings(processing_guarantee="exactly_once"))
-    assert isinstance(app.loopwatch_outputs, FaustOutputs)
+    # The consumer flushes the outputs before each commit (passed to it explicitly).
+    outputs = app.transport.before_commit.__self__
+    assert isinstance(outputs, FaustOutputs)
     assert app.loopwatch_table.outputs is None
 
 
 async def test_at_least_once_builds_batched_outputs_for_records_and_changelog() -> None:
     app = create_app(stream_settings())
-    assert isinstance(app.loopwatch_outputs, BatchedOutputs)
-    assert app.loopwatch_table.outputs is app.loopwatch_outputs
+    outputs = app.transport.before_commit.__self__
+    assert isinstance(outputs, BatchedOutputs)
+    assert app.loopwatch_table.outputs is outputs
 
 
 async def test_faust_outputs_send_through_the_topic_and_report_delivery() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from streams.offset_guard import FlowEvent, InlineHandOff
+from streams.faust_ext.offset_guard import FlowEvent, InlineHandOff
 
 
 class _Consumer(InlineHandOff):

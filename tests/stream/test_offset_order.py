@@ -1,4 +1,4 @@
-"""The offset guard against faust dropping records (streams.offset_guard), driven with a
+"""The offset guard against faust dropping records (streams.faust_ext.offset_guard), driven with a
 stand-in for the few bookkeeping fields of faust's consumer that it reads."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from faust.types import TP
 from intervaltree import IntervalTree
 
-from streams.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
+from streams.faust_ext.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
 
 EVENTS = TP("events", 0)
 

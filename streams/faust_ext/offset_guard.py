@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 from faust.transport.drivers import aiokafka as aiokafka_driver
@@ -128,6 +128,9 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()
+        self._before_commit: Callable[[], Awaitable[None]] | None = getattr(
+            self.transport, "before_commit", None
+        )
 
     def _new_offset(self, tp: Any) -> int | None:
         if missing_head(self, tp) is not None:
@@ -138,9 +141,8 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
     async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
         # The records of the events before these offsets (verdicts, changelog) must be
         # stored first; faust flushes only its own producer (see streams.outputs).
-        outputs = getattr(self.app, "loopwatch_outputs", None)
-        if outputs is not None:
-            await outputs.flush()
+        if self._before_commit is not None:
+            await self._before_commit()
         committed: bool = await super()._commit_offsets(
             offsets, start_new_transaction=start_new_transaction
         )
@@ -178,7 +180,19 @@ def _resume(coro: Coroutine[Any, Any, Any], awaiting: Any) -> Generator[Any, Any
 
 
 class GuardedTransport(aiokafka_driver.Transport):
+    """faust's aiokafka transport with `GuardedConsumer`; `before_commit` is awaited
+    before each offset commit (`streams.faust_ext.guard_commits`)."""
+
     Consumer = GuardedConsumer
+
+    def __init__(
+        self,
+        *args: Any,
+        before_commit: Callable[[], Awaitable[None]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.before_commit = before_commit
 
 
 def _known_gap(consumer: Any, tp: Any, start: int, end: int) -> bool:

@@ -17,20 +17,25 @@ partition through `on_changelog_event` too, as if they had been read from the ch
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 from faust.types import TP
 from faust.types.tuples import Message
 
-from streams.outputs import Outputs
-
 STORED_RECORDS_PER_YIELD = 1000
 """Stored records passed to `on_changelog_event` between two yields to the event loop."""
 
 
+class ChangelogOutputs(Protocol):
+    """The part of `streams.outputs.Outputs` the table uses (no import upwards)."""
+
+    def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        """Produce a table changelog record (value None: a tombstone) to `partition`."""
+
+
 class SessionTable(faust.Table[bytes, bytes]):
-    outputs: Outputs | None = None
+    outputs: ChangelogOutputs | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

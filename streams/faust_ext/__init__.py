@@ -1,0 +1,41 @@
+"""The faust wing: every workaround that touches faust, mode or aiokafka internals, and
+only those. Each is tested (tests/stream, tests/integration); each depends on the exact
+versions pinned in pyproject.toml and in `PINNED` (tests/unit/test_faust_ext_pins.py
+fails when the installed versions differ: re-check every item below before moving a pin).
+
+Private APIs touched, by module:
+
+* `offset_guard` (never skip an event, never commit past one; faust-streaming #216:
+  records fetched before recovery's seek move the read offset; #318: `_new_offset`
+  accepts a one-offset gap at the head of the acked offsets):
+  - `faust.transport.drivers.aiokafka.Consumer._new_offset`, `._commit_offsets`
+    (overridden), `._acked`, `._committed_offset`, `._gap` (read; `_gap[tp].addi` to
+    accept offsets gone by retention);
+  - mode `Service.wait_first` (overridden for faust's per-record hand-off, which it
+    recognises by `asyncio.Event.wait`'s code object), `Service._stopped`, `._crashed`;
+    `Consumer.suspend_flow` replaced by a `FlowEvent`.
+* `session_table`: `faust.Table.on_key_set` / `on_key_del` (changelog records through
+  the batched outputs), `on_rebalance`, `on_recovery_completed`; the RocksDB store's
+  `_db_for_partition` and `_visible_items` (records kept in the store, announced after
+  recovery, which does not re-read them).
+* `app`: `App.maybe_start_producer` (skips `@stampede` per send), `App.on_init_dependencies`
+  (faust's Monitor replaced by a no-op sensor), `App.transport` set to the guarded one
+  (`guard_commits`: the outputs' flush passed to the consumer explicitly),
+  `App.producer._ensure_producer()` (aiokafka's producer for batches), `Event.ack`
+  (faust-streaming acks messages its stream dropped in `Stream._c_aiter`),
+  `Worker.on_setup_root_logger` (no DEBUG root logger for the spinner),
+  `App.tables.recovery.completed` and `App.in_recovery` (`worker_ready`, the readiness
+  gauge).
+* `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`.
+
+Why each exists, with the figures measured: docs/architecture.md ("The faust wing").
+Import the submodules directly (`streams.faust_ext.app`, ...): this package imports
+nothing, so `streams.outputs` can use `producer` without importing faust.
+"""
+
+PINNED = {
+    "faust-streaming": "0.15.3",
+    "aiokafka": "0.14.0",
+    "mode-streaming": "0.7.1",
+}
+"""The versions every workaround here was written and tested against."""

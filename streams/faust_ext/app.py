@@ -1,0 +1,87 @@
+"""The faust app, event and worker classes of loopwatch's apps (the detector worker and
+the OTel bridge), and the explicit hook-up of the guarded consumer and the producer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+
+from streams.faust_ext.offset_guard import GuardedTransport
+
+
+class LoopwatchApp(faust.App):
+    async def maybe_start_producer(self) -> Any:
+        """The started producer, without faust's `@stampede` wrapper on every send.
+
+        `Topic.send` (verdicts, warnings) and the table's changelog writes call this once
+        per record; the stampede wrapper yields to the event loop three times per call
+        (`asyncio.sleep(0)`), i.e. ~7 extra loop iterations per event, each an epoll
+        syscall. Before the producer has started (and under exactly_once, where the
+        transaction manager produces) faust's own version runs.
+        """
+        if not self.in_transaction and self.producer.started:
+            return self.producer
+        return await super().maybe_start_producer()
+
+    def on_init_dependencies(self) -> Any:
+        """faust's services, with a no-op sensor in place of its Monitor.
+
+        The Monitor keeps per-message and per-event statistics (timestamps, deques,
+        per-topic counters) for faust's own web views, which this worker does not serve;
+        loopwatch's metrics are its own (figures: docs/architecture.md). One sensor stays
+        (faust warns at each rebalance when none gave it a rebalance state).
+        """
+        services = super().on_init_dependencies()
+        self.sensors.remove(self.monitor)
+        self.sensors.add(faust.Sensor())
+        return services
+
+
+class GuardedEvent(faust.Event):
+    def ack(self) -> bool:
+        """Ack only what the stream processed.
+
+        faust's stream drops a message fetched before a rebalance (stale consumer
+        generation, or flow stopped for recovery) without processing it, then acks it
+        anyway (`Stream._c_aiter`). That ack lets the next commit pass over an event that
+        never got a verdict: a restarted worker lost one about one run in three here.
+        The stream marks every message it processes as `tracked` first, so an untracked
+        one was dropped: leave it unacked; after the rebalance the consumer seeks back to
+        the committed offset and reads it again.
+        """
+        if not self.message.tracked:
+            return False
+        acked: bool = super().ack()
+        return acked
+
+
+def guard_commits(app: Any, before_commit: Callable[[], Awaitable[None]]) -> None:
+    """Give `app` the consumer of `offset_guard` (never commits past an unprocessed
+    event), which awaits `before_commit()` (the outputs' flush) before each commit.
+    Call before the worker starts (faust builds its consumer from this transport)."""
+    app.transport = GuardedTransport(app.conf.broker_consumer, app, before_commit=before_commit)
+
+
+def started_producer(app: Any) -> Any:
+    """faust's aiokafka producer (`AIOKafkaProducer`), which exists once the app started."""
+    return app.producer._ensure_producer()
+
+
+def worker_ready(app: Any) -> bool:
+    """Recovered its partitions at least once, and no rebalance or recovery under way
+    (faust's recovery service's `completed` event; `loopwatch_worker_ready`)."""
+    if not app.producer.started:
+        return False
+    recovered = app.tables.recovery.completed.is_set()
+    return bool(recovered and not app.rebalancing and not app.in_recovery)
+
+
+class ServiceWorker(faust.Worker):
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        # faust's terminal spinner lowers the root logger to DEBUG so it can spin on
+        # every record, which builds a debug record per sent message; a service needs
+        # no spinner, so keep the level that was asked for.
+        logger.setLevel(level)

@@ -1,0 +1,17 @@
+"""aiokafka producer internals the batched outputs (`streams.outputs`) need to build one
+closed batch per partition themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+async def wait_on_metadata(producer: Any, topic: str) -> None:
+    """Wait until the producer knows `topic`'s partitions."""
+    await producer.client._wait_on_metadata(topic)
+
+
+def default_partition(producer: Any, topic: str, key: bytes | None, value: bytes | None) -> int:
+    """The partition Kafka's default partitioner (the producer's) gives `key`."""
+    partition: int = producer._partition(topic, None, None, None, key, value)
+    return partition
