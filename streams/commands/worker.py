@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -103,7 +104,7 @@ def run_faust_app(
     # lazy: `loopwatch --help` and scan need no faust
     from streams.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
 
-    class ServiceWorker(FaustServiceWorker):  # type: ignore[misc,valid-type]
+    class ServiceWorker(FaustServiceWorker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if not self.stdout.isatty():  # no spinner escape codes in a log file

@@ -18,8 +18,8 @@ from models import (
     parse_policy,
 )
 from streams.commands.scan import scan_lines
-from streams.scanner import Scanner
 from streams.policy_book import PolicyBook
+from streams.scanner import Scanner
 from streams.settings import Settings, SettingsError
 from tests.builders import SessionBuilder
 
