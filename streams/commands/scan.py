@@ -208,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
                         name=name,
                         episodes=args.episodes,
                     )
+            except BrokenPipeError:
+                raise  # the reader went away (`| head`): streams.cli stops quietly
             except OSError as exc:  # e.g. a directory, or an I/O error mid-file
                 print(f"loopwatch scan: cannot read {name}: {exc.strerror}", file=sys.stderr)
                 return EXIT_USAGE

@@ -2,27 +2,34 @@
 or says why it is not.
 
 A fenced block whose language is `sh` (or `bash`, `console`, `shell`) must be preceded by
-`<!-- doctest: run -->` (optionally `<!-- doctest: run, timeout=N -->`) or by
-`<!-- doctest: skip: <reason> -->`. A `run` block is executed with bash (`set -euo
-pipefail`) from the repository root, with the venv's bin first on PATH and the test broker
-in KAFKA_BOOTSTRAP_SERVERS; it must exit 0. Commands must not hide in indented blocks.
+`<!-- doctest: run -->` or by `<!-- doctest: skip: <reason> -->`. A `run` block is executed
+with bash (`set -euo pipefail`) from the repository root, with the venv's bin first on
+PATH, the test broker in KAFKA_BOOTSTRAP_SERVERS and topic names of its own; it must exit
+0. Options after `run`: `timeout=N` seconds; `interrupt-after="TEXT"` for a command that
+serves until Ctrl-C: once TEXT is printed it gets SIGINT, and must then end by itself;
+`expect="TEXT"`: the output must contain TEXT. Commands must not hide in indented blocks.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from streams.demo.naming import demo_names, new_run_prefix
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 SHELL_LANGUAGES = {"sh", "bash", "console", "shell"}
-MARKER = re.compile(r"<!--\s*doctest:\s*(run(?:,\s*timeout=(\d+))?|skip:\s*(.+?))\s*-->")
+MARKER = re.compile(r"<!--\s*doctest:\s*(run\b[^>]*?|skip:\s*(.+?))\s*-->")
+OPTION = re.compile(r'(\w[\w-]*)=(?:"([^"]*)"|(\S+?))(?:,|$)')
 COMMAND_WORDS = ("make ", "loopwatch ", "docker ", "pip ", "python ")
 DEFAULT_TIMEOUT = 300
 
@@ -34,8 +41,9 @@ class Block:
     language: str
     code: str
     marker: str | None
-    """`run`, `skip: reason`, or None when the marker is missing."""
-    timeout: int
+    """`run ...`, `skip: reason`, or None when the marker is missing."""
+    options: dict[str, str]
+    """`timeout`, `interrupt-after`, `expect` of a `run` marker."""
 
 
 def shell_blocks(text: str) -> list[Block]:
@@ -58,11 +66,16 @@ def shell_blocks(text: str) -> list[Block]:
                     language=language,
                     code="\n".join(lines[start + 1 : end]),
                     marker=None if found is None else found.group(1),
-                    timeout=int(found.group(2)) if found and found.group(2) else DEFAULT_TIMEOUT,
+                    options=_options(found.group(1)) if found else {},
                 )
             )
         index = end + 1
     return blocks
+
+
+def _options(marker: str) -> dict[str, str]:
+    rest = marker.removeprefix("run").strip().lstrip(",").strip()
+    return {m.group(1): m.group(2) or m.group(3) or "" for m in OPTION.finditer(rest)}
 
 
 def indented_commands(text: str) -> list[tuple[int, str]]:
@@ -104,22 +117,54 @@ def test_readme_block_runs(block: Block, kafka_bootstrap: str, tmp_path: Path) -
     venv_bin = Path(sys.executable).parent
     env = {
         **os.environ,
+        **demo_names(new_run_prefix().replace("demo", "readme")),
         "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "TMPDIR": str(tmp_path),
     }
-    script = "set -euo pipefail\n" + block.code
-    completed = subprocess.run(
-        ["bash", "-c", script],
+    timeout = int(block.options.get("timeout", DEFAULT_TIMEOUT))
+    process = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\n" + block.code],
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=block.timeout,
-        check=False,
+        start_new_session=True,  # its own process group, for the interrupt
     )
-    assert completed.returncode == 0, (
-        f"README.md line {block.line} exited {completed.returncode}:\n{block.code}\n"
-        f"--- stdout (tail)\n{completed.stdout[-3000:]}\n--- stderr (tail)\n"
-        f"{completed.stderr[-3000:]}"
-    )
+    output = _run(process, timeout, block.options.get("interrupt-after"))
+    where = f"README.md line {block.line}:\n{block.code}\n--- output (tail)\n{output[-4000:]}"
+    if "interrupt-after" in block.options:
+        assert block.options["interrupt-after"] in output, f"never printed the text; {where}"
+    else:
+        assert process.returncode == 0, f"exit {process.returncode}; {where}"
+    if "expect" in block.options:
+        assert block.options["expect"] in output, where
+
+
+def _run(process: subprocess.Popen[str], timeout: float, interrupt_after: str | None) -> str:
+    """All the output; SIGINT to the group once `interrupt_after` shows (then it must end
+    by itself), SIGKILL at the deadline."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if interrupt_after is not None and interrupt_after in line:
+                os.killpg(process.pid, signal.SIGINT)
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        lines.append(f"\n[killed after {timeout} s]\n")
+    done.wait(10)
+    process.stdout.close()
+    return "".join(lines)
