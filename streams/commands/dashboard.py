@@ -16,7 +16,6 @@ from streams.kafka_admin import BrokerUnreachable
 from streams.settings import ENVIRONMENT, Settings, SettingsError
 
 DEFAULT_PORT = 8050
-DEFAULT_EPISODES_TOPIC = "loop-episodes"
 DEFAULT_SINCE_MINUTES = 60.0
 
 
@@ -46,7 +45,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--episodes-topic",
         type=topic_name,
         default=None,
-        help=f"default: LOOPWATCH_EPISODES_TOPIC or {DEFAULT_EPISODES_TOPIC}",
+        help="default: LOOPWATCH_EPISODES_TOPIC or loop-episodes",
     )
     parser.add_argument(
         "--since",
@@ -78,10 +77,9 @@ def minutes(raw: str) -> float:
 
 
 def feed_topics(args: argparse.Namespace, settings: Settings) -> FeedTopics:
-    episodes = getattr(settings, "episodes_topic", DEFAULT_EPISODES_TOPIC)
     return FeedTopics(
         warnings=args.warnings_topic or settings.warnings_topic,
-        episodes=args.episodes_topic or episodes,
+        episodes=args.episodes_topic or settings.episodes_topic,
     )
 
 

@@ -7,7 +7,6 @@ import asyncio
 import signal
 from typing import IO
 
-from streams.commands.dashboard import DEFAULT_EPISODES_TOPIC
 from streams.fleetview.feed import FeedError, FeedTopics
 from streams.fleetview.server import Dashboard, DashboardError, start_dashboard
 from streams.kafka_admin import BrokerUnreachable
@@ -26,7 +25,7 @@ class DemoPage:
             return
         topics = FeedTopics(
             warnings=self.settings.warnings_topic,
-            episodes=getattr(self.settings, "episodes_topic", DEFAULT_EPISODES_TOPIC),
+            episodes=self.settings.episodes_topic,
         )
         try:
             # only this run's loops: read from the topics' ends
