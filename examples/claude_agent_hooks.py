@@ -13,9 +13,9 @@ import uuid
 
 from claude_agent_sdk import ClaudeAgentOptions
 
-from streams.client import LoopwatchClient
-from streams.client.claude_agent import LoopwatchHooks
-from streams.settings import Settings
+from loopwatch.streams.client import LoopwatchClient
+from loopwatch.streams.client.claude_agent import LoopwatchHooks
+from loopwatch.streams.settings import Settings
 
 
 async def main() -> None:

@@ -11,9 +11,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.langchain import LoopwatchMiddleware
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.langchain import LoopwatchMiddleware
+from loopwatch.streams.settings import Settings
 
 
 @tool

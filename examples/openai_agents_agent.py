@@ -14,9 +14,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.openai_agents import input_item, loopwatch_input_filter
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.openai_agents import input_item, loopwatch_input_filter
+from loopwatch.streams.settings import Settings
 
 
 @function_tool

@@ -9,9 +9,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.pydantic_ai import LoopwatchCapability
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.pydantic_ai import LoopwatchCapability
+from loopwatch.streams.settings import Settings
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -3,9 +3,9 @@
 No I/O and nothing of faust or aiokafka: agent runtimes may import this package alone.
 """
 
-from models.config import PROFILE_RULES, ConfigError, DetectionConfig, Profile
-from models.episodes import EPISODE_ADAPTER, EPISODE_OUTCOMES, EpisodeOutcome, LoopEpisode
-from models.events import (
+from loopwatch.models.config import PROFILE_RULES, ConfigError, DetectionConfig, Profile
+from loopwatch.models.episodes import EPISODE_ADAPTER, EPISODE_OUTCOMES, EpisodeOutcome, LoopEpisode
+from loopwatch.models.events import (
     EVENT_ADAPTER,
     AgentEvent,
     AssistantMessage,
@@ -17,9 +17,9 @@ from models.events import (
     UserMessage,
     decode_event,
 )
-from models.fingerprints import call_fingerprint, result_fingerprint
-from models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
-from models.verdicts import (
+from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint
+from loopwatch.models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
+from loopwatch.models.verdicts import (
     ALL_RULES,
     RULES,
     VERDICT_ADAPTER,

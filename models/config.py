@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from models.verdicts import ALL_RULES, RULES, RuleName
+from loopwatch.models.verdicts import ALL_RULES, RULES, RuleName
 
 
 class ConfigError(ValueError):

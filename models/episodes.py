@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
-from models.verdicts import RuleName
+from loopwatch.models.verdicts import RuleName
 
 EpisodeOutcome = Literal["broken", "session_ended", "expired"]
 """How an episode ended: the agent moved on, the session ended, or its state expired."""

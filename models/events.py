@@ -20,7 +20,7 @@ from pydantic import (
     ValidationError,
 )
 
-from models.fingerprints import FINGERPRINT_PATTERN
+from loopwatch.models.fingerprints import FINGERPRINT_PATTERN
 
 SCHEMA_VERSION = 1
 

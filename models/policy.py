@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from models.config import ConfigError, DetectionConfig
-from models.verdicts import PolicyRef
+from loopwatch.models.config import ConfigError, DetectionConfig
+from loopwatch.models.verdicts import PolicyRef
 
 DEFAULT_KEY = "*"
 """The key of the fleet-wide default policy."""

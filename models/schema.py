@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.episodes import EPISODE_ADAPTER
-from models.events import EVENT_ADAPTER
-from models.verdicts import VERDICT_ADAPTER
+from loopwatch.models.episodes import EPISODE_ADAPTER
+from loopwatch.models.events import EVENT_ADAPTER
+from loopwatch.models.verdicts import VERDICT_ADAPTER
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # Stable identifiers, so that other schemas and validators can refer to these by URI;

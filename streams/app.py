@@ -12,28 +12,28 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from streams.broker_outage import watch_broker
-from streams.expiry import ExpiryIndex
-from streams.faust_ext.app import (
+from loopwatch.streams.broker_outage import watch_broker
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.faust_ext.app import (
     GuardedEvent,
     LoopwatchApp,
     guard_commits,
     started_producer,
     worker_ready,
 )
-from streams.faust_ext.offset_guard import OffsetOrder
-from streams.faust_ext.session_table import SessionTable
-from streams.lag import PartitionProgress, assigned_positions
-from streams.metrics import CONTENT_TYPE, Metrics
-from streams.outputs import BatchedOutputs, FaustOutputs, Outputs
-from streams.policy_book import InvalidPolicy, PolicyBook
-from streams.policy_topic import PolicyFollower
-from streams.processing import PipelineOptions
-from streams.readiness import AgentHealth, Readiness, serve_health
-from streams.record_handler import RecordHandler
-from streams.session_store import TableSessionStore
-from streams.settings import Settings
-from streams.topics import declare_topics
+from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.faust_ext.session_table import SessionTable
+from loopwatch.streams.lag import PartitionProgress, assigned_positions
+from loopwatch.streams.metrics import CONTENT_TYPE, Metrics
+from loopwatch.streams.outputs import BatchedOutputs, FaustOutputs, Outputs
+from loopwatch.streams.policy_book import InvalidPolicy, PolicyBook
+from loopwatch.streams.policy_topic import PolicyFollower
+from loopwatch.streams.processing import PipelineOptions
+from loopwatch.streams.readiness import AgentHealth, Readiness, serve_health
+from loopwatch.streams.record_handler import RecordHandler
+from loopwatch.streams.session_store import TableSessionStore
+from loopwatch.streams.settings import Settings
+from loopwatch.streams.topics import declare_topics
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from streams.commands import COMMANDS
+from loopwatch.streams.commands import COMMANDS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
-from streams.settings import Settings
+from loopwatch.streams.settings import Settings
 
 RETRY_BACKOFF_SECONDS = 0.25
 

@@ -21,8 +21,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from models import LoopEpisode
-from streams.detector import OpenEpisode
+from loopwatch.models import LoopEpisode
+from loopwatch.streams.detector import OpenEpisode
 
 # No `<name>_created` series next to every counter and histogram: Prometheus does not use
 # them, and they doubled the series a scrape returns (a process-wide switch).
@@ -105,7 +105,7 @@ class Metrics:
         self.stalled_partitions = Gauge(
             "loopwatch_stalled_partitions",
             "Assigned partitions with events waiting and no progress for a while "
-            "(see streams.lag.STALL_SECONDS).",
+            "(see loopwatch.streams.lag.STALL_SECONDS).",
             registry=r,
         )
 

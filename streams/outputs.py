@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from streams.faust_ext.producer import default_partition, wait_on_metadata
+from loopwatch.streams.faust_ext.producer import default_partition, wait_on_metadata
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,15 @@ pipeline asks it which config judges an agent.
 
 from __future__ import annotations
 
-from models import DEFAULT_KEY, DetectionConfig, InvalidPolicy, Policy, PolicyRef, parse_policy
-from models.policy import check_key
+from loopwatch.models import (
+    DEFAULT_KEY,
+    DetectionConfig,
+    InvalidPolicy,
+    Policy,
+    PolicyRef,
+    parse_policy,
+)
+from loopwatch.models.policy import check_key
 
 
 class PolicyBook:

@@ -15,9 +15,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from models import InvalidPolicy, Policy
-from streams.policy_book import PolicyBook
-from streams.settings import Settings
+from loopwatch.models import InvalidPolicy, Policy
+from loopwatch.streams.policy_book import PolicyBook
+from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

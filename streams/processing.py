@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from models import (
+from loopwatch.models import (
     AgentEvent,
     DetectionConfig,
     InvalidEvent,
@@ -20,11 +20,11 @@ from models import (
     LoopVerdict,
     decode_event,
 )
-from streams.dead_letters import DeadLetter, DeadLetterKind
-from streams.detector import OpenEpisode, expire_episodes, observe_episodes
-from streams.expiry import ExpiryIndex
-from streams.policy_book import PolicyBook
-from streams.session_record import SessionRecord
+from loopwatch.streams.dead_letters import DeadLetter, DeadLetterKind
+from loopwatch.streams.detector import OpenEpisode, expire_episodes, observe_episodes
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.policy_book import PolicyBook
+from loopwatch.streams.session_record import SessionRecord
 
 
 class SessionStore(Protocol):

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams.broker_outage import BrokerOutage
+from loopwatch.streams.broker_outage import BrokerOutage
 
 
 @dataclass

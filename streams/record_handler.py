@@ -18,15 +18,21 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from models import InvalidPolicy
-from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
-from streams.expiry import ExpiryIndex
-from streams.metrics import Metrics
-from streams.outputs import Outputs
-from streams.processing import Duplicate, PipelineOptions, Processed, Rejected, process_record
-from streams.session_record import SessionRecord
-from streams.session_store import TableSessionStore
-from streams.topics import Topics
+from loopwatch.models import InvalidPolicy
+from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.metrics import Metrics
+from loopwatch.streams.outputs import Outputs
+from loopwatch.streams.processing import (
+    Duplicate,
+    PipelineOptions,
+    Processed,
+    Rejected,
+    process_record,
+)
+from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.session_store import TableSessionStore
+from loopwatch.streams.topics import Topics
 
 log = logging.getLogger(__name__)
 

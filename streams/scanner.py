@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict, PolicyRef
-from streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
-from streams.detector.texts import DEFAULT_TEXTS
+from loopwatch.models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict, PolicyRef
+from loopwatch.streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
+from loopwatch.streams.detector.texts import DEFAULT_TEXTS
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 import pydantic_core
 
-from streams.detector import SessionState
+from loopwatch.streams.detector import SessionState
 
 RECORD_VERSION = 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import MutableMapping
 
-from streams.session_record import SessionRecord
+from loopwatch.streams.session_record import SessionRecord
 
 MAX_REMEMBERED_ACKS = 65536
 MAX_DECODED_RECORDS = 4096

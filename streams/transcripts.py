@@ -22,8 +22,8 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from models import AgentEvent
-from streams.client.history import FORMATS, Format, HistoryReader, as_agent_events
+from loopwatch.models import AgentEvent
+from loopwatch.streams.client.history import FORMATS, Format, HistoryReader, as_agent_events
 
 TRANSCRIPT_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SESSION_FIELDS = ("session_id", "conversation_id", "id")

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from models import AgentEvent, decode_event
+from loopwatch.models import AgentEvent, decode_event
 
 _EPOCH = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from streams.settings import Settings
+from loopwatch.streams.settings import Settings
 from tests.kafka_broker import (
     BrokerUnavailable,
     check_reachable,

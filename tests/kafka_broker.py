@@ -16,8 +16,8 @@ from typing import NoReturn
 
 import pytest
 
-from streams.kafka_admin import BrokerUnreachable, wait_for_broker
-from streams.settings import Settings, SettingsError
+from loopwatch.streams.kafka_admin import BrokerUnreachable, wait_for_broker
+from loopwatch.streams.settings import Settings, SettingsError
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_SH = REPO / "ops" / "kafka" / "kafka.sh"

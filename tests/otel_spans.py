@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from models import AgentEvent, DetectionConfig
-from streams.otel.mapping import Unrecorded, to_record
-from streams.otel.ordering import BridgeSession, admit, release
-from streams.otel.spans import Encoding, decode_spans
-from streams.scanner import Scanner
+from loopwatch.models import AgentEvent, DetectionConfig
+from loopwatch.streams.otel.mapping import Unrecorded, to_record
+from loopwatch.streams.otel.ordering import BridgeSession, admit, release
+from loopwatch.streams.otel.spans import Encoding, decode_spans
+from loopwatch.streams.scanner import Scanner
 from tests.builders import SessionBuilder
 
 Style = Literal["sibling", "child"]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models import (
+from loopwatch.models import (
     AgentEvent,
     AssistantMessage,
     DetectionConfig,

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
+from loopwatch.models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
 from tests import reference
 from tests.reference import ExpectedWarning, is_boundary, is_text_step, is_tool_step
 

@@ -43,10 +43,10 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 from core_bench import machine  # noqa: E402
 from worker_bench import worker_env  # noqa: E402
 
-from streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
-from streams.demo.worker_process import start_worker  # noqa: E402
-from streams.kafka_admin import create_topics  # noqa: E402
-from streams.settings import Settings  # noqa: E402
+from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
+from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
+from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.settings import Settings  # noqa: E402
 
 VERDICT_TIMEOUT = 5.0
 SEGMENTS = ("publish_ack", "to_evaluation", "linger", "to_receipt", "to_return", "total")

@@ -34,8 +34,8 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 import synth  # noqa: E402
 
-from models import EVENT_ADAPTER, AgentEvent, DetectionConfig  # noqa: E402
-from streams.detector import SessionState, observe  # noqa: E402
+from loopwatch.models import EVENT_ADAPTER, AgentEvent, DetectionConfig  # noqa: E402
+from loopwatch.streams.detector import SessionState, observe  # noqa: E402
 
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
 CONFIGS = {"seed": DetectionConfig(), "extended": DetectionConfig(profile="extended")}

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=HERE)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.repo))
-    from models import EVENT_ADAPTER, DetectionConfig  # noqa: PLC0415  (from --repo)
-    from streams.detector import observe  # noqa: PLC0415
+    from loopwatch.models import EVENT_ADAPTER, DetectionConfig  # noqa: PLC0415  (from --repo)
+    from loopwatch.streams.detector import observe  # noqa: PLC0415
 
     config = DetectionConfig() if args.profile == "seed" else DetectionConfig(profile=args.profile)
     trajectories = HERE.parent / "shared" / "data" / "trajectories"

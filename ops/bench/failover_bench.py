@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_bench import machine  # noqa: E402
 from worker_bench import worker_env  # noqa: E402
 
-from streams.kafka_admin import create_topics  # noqa: E402
-from streams.settings import Settings  # noqa: E402
+from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.settings import Settings  # noqa: E402
 
 SETTLE_SECONDS = 5.0
 """After a worker (re)joins: let the group settle before the next kill (a bench pause)."""
@@ -93,7 +93,7 @@ class Bench:
         self.starts[name] = self.starts.get(name, 0) + 1
         log = (self.workdir / f"{name}-{self.starts[name]}.log").open("wb")
         self.workers[name] = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "warning"],
+            [sys.executable, "-m", "loopwatch.streams.cli", "worker", "--loglevel", "warning"],
             env=self.env(name),
             cwd=REPO,
             stdout=log,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.otel_spans
 
-from streams.otel.mapping import SpanRecord, to_record
-from streams.otel.ordering import BridgeSession, admit, release
-from streams.otel.spans import Encoding, Span, decode_spans
+from loopwatch.streams.otel.mapping import SpanRecord, to_record
+from loopwatch.streams.otel.ordering import BridgeSession, admit, release
+from loopwatch.streams.otel.spans import Encoding, Span, decode_spans
 from tests.otel_spans import InstrumentedAgent, Tool, export_records
 
 

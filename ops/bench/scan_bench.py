@@ -41,8 +41,8 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 import synth  # noqa: E402
 from core_bench import machine, median_time  # noqa: E402
 
-from models import DetectionConfig, decode_event  # noqa: E402
-from streams.cli import main as cli_main  # noqa: E402
+from loopwatch.models import DetectionConfig, decode_event  # noqa: E402
+from loopwatch.streams.cli import main as cli_main  # noqa: E402
 from tests.reference import ReplaySession  # noqa: E402
 
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -52,7 +52,11 @@ def loopwatch_command() -> list[str]:
     script = Path(sys.executable).with_name("loopwatch")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from streams.cli import main; sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from loopwatch.streams.cli import main; sys.exit(main())",
+    ]
 
 
 def scan_process(path: Path) -> None:

@@ -20,10 +20,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.client import HistoryTracker, history_events
-from streams.client.encoding import EventEncoder
-from streams.client.session import Session
-from streams.client.stats import ClientStats
+from loopwatch.streams.client import HistoryTracker, history_events
+from loopwatch.streams.client.encoding import EventEncoder
+from loopwatch.streams.client.session import Session
+from loopwatch.streams.client.stats import ClientStats
 
 
 def step(n: int) -> list[dict[str, Any]]:

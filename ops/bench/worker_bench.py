@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synth import generate  # noqa: E402
 
-from streams.kafka_admin import create_topics  # noqa: E402
-from streams.settings import Settings  # noqa: E402
+from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.settings import Settings  # noqa: E402
 
 
 def worker_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
@@ -77,7 +77,7 @@ def start_worker(env: dict[str, str], log: Path, profile: Path | None) -> subpro
     command = [sys.executable]
     if profile is not None:
         command += ["-m", "cProfile", "-o", str(profile)]
-    command += ["-m", "streams.cli", "worker", "--loglevel", "warning"]
+    command += ["-m", "loopwatch.streams.cli", "worker", "--loglevel", "warning"]
     return subprocess.Popen(
         command, env=env, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )

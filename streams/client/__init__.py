@@ -8,17 +8,17 @@ framework adapters (`streams.client.langchain`, `.openai_agents`, `.pydantic_ai`
 `.claude_agent`) each import their framework and are not imported here.
 """
 
-from streams.client.client import LoopwatchClient
-from streams.client.encoding import Call
-from streams.client.history import (
+from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.encoding import Call
+from loopwatch.streams.client.history import (
     Format,
     HistoryEvent,
     HistoryReader,
     as_agent_events,
     history_events,
 )
-from streams.client.ledger import PlacedWarning
-from streams.client.placement import (
+from loopwatch.streams.client.ledger import PlacedWarning
+from loopwatch.streams.client.placement import (
     MARKER,
     openai_points,
     place_anthropic,
@@ -26,10 +26,10 @@ from streams.client.placement import (
     place_responses,
     responses_points,
 )
-from streams.client.session import Session, VerdictWait
-from streams.client.stats import ClientStats
-from streams.client.timeline import VerdictTimeline
-from streams.client.tracker import HistoryTracker
+from loopwatch.streams.client.session import Session, VerdictWait
+from loopwatch.streams.client.stats import ClientStats
+from loopwatch.streams.client.timeline import VerdictTimeline
+from loopwatch.streams.client.tracker import HistoryTracker
 
 __all__ = [
     "MARKER",

@@ -27,10 +27,10 @@ from typing import Any
 from claude_agent_sdk import HookContext, HookMatcher
 from claude_agent_sdk.types import HookEvent, HookInput, HookJSONOutput
 
-from streams.client.client import LoopwatchClient
-from streams.client.encoding import Call
-from streams.client.placement import warning_text
-from streams.client.session import Session
+from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.encoding import Call
+from loopwatch.streams.client.placement import warning_text
+from loopwatch.streams.client.session import Session
 
 CLAUDE_TOOL_NAMES: Mapping[str, str] = {
     "Bash": "bash",

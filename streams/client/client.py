@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from streams.client.encoding import EventEncoder
-from streams.client.history import Format, ToolError
-from streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
-from streams.client.session import Session
-from streams.client.stats import ClientStats
-from streams.client.tracker import HistoryTracker
+from loopwatch.streams.client.encoding import EventEncoder
+from loopwatch.streams.client.history import Format, ToolError
+from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
+from loopwatch.streams.client.session import Session
+from loopwatch.streams.client.stats import ClientStats
+from loopwatch.streams.client.tracker import HistoryTracker
 
 if TYPE_CHECKING:
-    from streams.settings import Settings
+    from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

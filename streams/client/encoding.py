@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from models import call_fingerprint, result_fingerprint
+from loopwatch.models import call_fingerprint, result_fingerprint
 
 WITHHELD_ERROR = "(error text withheld by the runtime)"
 """`error` of a failed result sent with local fingerprints."""

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from models import EVENT_ADAPTER, AgentEvent
-from streams.client.encoding import Call
-from streams.client.placement import MARKER
+from loopwatch.models import EVENT_ADAPTER, AgentEvent
+from loopwatch.streams.client.encoding import Call
+from loopwatch.streams.client.placement import MARKER
 
 Format = Literal["openai", "anthropic", "responses"]
 FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses")

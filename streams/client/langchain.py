@@ -23,8 +23,8 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 
-from streams.client.client import LoopwatchClient
-from streams.client.placement import openai_points
+from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.placement import openai_points
 
 SessionIdOf = Callable[[ModelRequest[Any]], str]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models import LoopVerdict, LoopWarning
+from loopwatch.models import LoopVerdict, LoopWarning
 
 
 @dataclass(frozen=True)

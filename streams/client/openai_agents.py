@@ -17,7 +17,7 @@ from typing import Any
 
 from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
 
-from streams.client.client import LoopwatchClient
+from loopwatch.streams.client.client import LoopwatchClient
 
 SessionIdOf = Callable[[CallModelData[Any]], str]
 

@@ -33,8 +33,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 
-from streams.client.client import LoopwatchClient
-from streams.client.placement import warning_text
+from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.placement import warning_text
 
 SessionIdOf = Callable[[RunContext[Any]], str]
 

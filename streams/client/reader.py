@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
-from models import VERDICT_ADAPTER, LoopVerdict
+from loopwatch.models import VERDICT_ADAPTER, LoopVerdict
 
 log = logging.getLogger(__name__)
 

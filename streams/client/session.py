@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from models import LoopVerdict
-from streams.client.encoding import Call, EventEncoder
-from streams.client.ledger import Ledger, PlacedWarning
-from streams.client.stats import ClientStats
-from streams.client.timeline import Arrival, PendingEvent, VerdictTimeline
+from loopwatch.models import LoopVerdict
+from loopwatch.streams.client.encoding import Call, EventEncoder
+from loopwatch.streams.client.ledger import Ledger, PlacedWarning
+from loopwatch.streams.client.stats import ClientStats
+from loopwatch.streams.client.timeline import Arrival, PendingEvent, VerdictTimeline
 
 log = logging.getLogger(__name__)
 

@@ -26,14 +26,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streams.client.history import Format, HistoryEvent, HistoryReader, ToolError
-from streams.client.placement import (
+from loopwatch.streams.client.history import Format, HistoryEvent, HistoryReader, ToolError
+from loopwatch.streams.client.placement import (
     WarningsByMessage,
     place_anthropic,
     place_openai,
     place_responses,
 )
-from streams.client.session import Session, VerdictWait
+from loopwatch.streams.client.session import Session, VerdictWait
 
 log = logging.getLogger(__name__)
 

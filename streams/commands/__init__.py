@@ -11,32 +11,32 @@ Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
 COMMANDS: list[Register] = []
 
-from streams.commands import scan, schema, worker  # noqa: E402  (registry first, then the commands)
+from loopwatch.streams.commands import scan, schema, worker  # noqa: E402  (registry first, then the commands)
 
 COMMANDS.append(scan.register)
 COMMANDS.append(schema.register)
 
-from streams.commands import topics  # noqa: E402
+from loopwatch.streams.commands import topics  # noqa: E402
 
 COMMANDS.append(topics.register)
 COMMANDS.append(worker.register)
 
-from streams.commands import demo  # noqa: E402
+from loopwatch.streams.commands import demo  # noqa: E402
 
 COMMANDS.append(demo.register)
 
-from streams.commands import dashboard  # noqa: E402
+from loopwatch.streams.commands import dashboard  # noqa: E402
 
 COMMANDS.append(dashboard.register)
 
-from streams.commands import report  # noqa: E402
+from loopwatch.streams.commands import report  # noqa: E402
 
 COMMANDS.append(report.register)
 
-from streams.commands import policy  # noqa: E402
+from loopwatch.streams.commands import policy  # noqa: E402
 
 COMMANDS.append(policy.register)
 
-from streams.commands import otel_bridge  # noqa: E402
+from loopwatch.streams.commands import otel_bridge  # noqa: E402
 
 COMMANDS.append(otel_bridge.register)

@@ -9,11 +9,11 @@ import signal
 import sys
 from typing import Any
 
-from streams.commands.options import port
-from streams.fleetview.feed import FeedError, FeedTopics
-from streams.fleetview.server import DashboardError, start_dashboard
-from streams.kafka_admin import BrokerUnreachable
-from streams.settings import ENVIRONMENT, Settings, SettingsError
+from loopwatch.streams.commands.options import port
+from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
+from loopwatch.streams.fleetview.server import DashboardError, start_dashboard
+from loopwatch.streams.kafka_admin import BrokerUnreachable
+from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
 DEFAULT_PORT = 8050
 DEFAULT_SINCE_MINUTES = 60.0

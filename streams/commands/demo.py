@@ -13,21 +13,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streams.commands.dashboard import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
-from streams.commands.options import (
+from loopwatch.streams.commands.dashboard import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
+from loopwatch.streams.commands.options import (
     bootstrap_servers,
     existing_dir,
     int_at_least,
     port,
     positive_float,
 )
-from streams.demo.broker import Broker, BrokerError, ensure_broker
-from streams.demo.fleet import Fleet, FleetSummary
-from streams.demo.naming import demo_names, new_run_prefix
-from streams.demo.page import DemoPage
-from streams.demo.worker_process import WorkerFailed, WorkerProcess, free_port
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, delete_topics
-from streams.settings import Settings, SettingsError
+from loopwatch.streams.demo.broker import Broker, BrokerError, ensure_broker
+from loopwatch.streams.demo.fleet import Fleet, FleetSummary
+from loopwatch.streams.demo.naming import demo_names, new_run_prefix
+from loopwatch.streams.demo.page import DemoPage
+from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess, free_port
+from loopwatch.streams.kafka_admin import (
+    BrokerUnreachable,
+    TopicError,
+    create_topics,
+    delete_topics,
+)
+from loopwatch.streams.settings import Settings, SettingsError
 
 SHARED_TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
 """Recorded real sessions beside the project on development machines and in CI."""

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from streams.settings import ENVIRONMENT, SettingsError
+from loopwatch.streams.settings import ENVIRONMENT, SettingsError
 
 
 def positive_float(raw: str) -> float:

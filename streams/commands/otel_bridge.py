@@ -8,9 +8,9 @@ import importlib.util
 import sys
 from typing import Any
 
-from streams.commands.exit_codes import EXIT_USAGE
-from streams.commands.worker import add_service_options, run_service
-from streams.settings import SettingsError
+from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.worker import add_service_options, run_service
+from loopwatch.streams.settings import SettingsError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    from streams.otel.settings import OtelSettings  # noqa: PLC0415
-    from streams.otel.topics import create_bridge_topics  # noqa: PLC0415
+    from loopwatch.streams.otel.settings import OtelSettings  # noqa: PLC0415
+    from loopwatch.streams.otel.topics import create_bridge_topics  # noqa: PLC0415
 
     try:
         settings = OtelSettings.from_env()
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     def build_app() -> Any:
-        from streams.otel.app import create_bridge_app  # noqa: PLC0415
+        from loopwatch.streams.otel.app import create_bridge_app  # noqa: PLC0415
 
         return create_bridge_app(settings)
 

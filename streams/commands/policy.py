@@ -11,11 +11,11 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from models import DetectionConfig, InvalidPolicy, parse_policy
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
-from streams.policy_book import PolicyBook
-from streams.policy_topic import read_policies, write_policy
-from streams.settings import Settings, SettingsError
+from loopwatch.models import DetectionConfig, InvalidPolicy, parse_policy
+from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
+from loopwatch.streams.policy_book import PolicyBook
+from loopwatch.streams.policy_topic import read_policies, write_policy
+from loopwatch.streams.settings import Settings, SettingsError
 
 EXIT_OK = 0
 EXIT_KAFKA = 1

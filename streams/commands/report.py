@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models import ConfigError
-from streams.commands.exit_codes import EXIT_USAGE
-from streams.commands.options import output_file
-from streams.commands.scan import add_threshold_options, detection_config
-from streams.fleetview.report import collect, render_html, summary_lines
+from loopwatch.models import ConfigError
+from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.options import output_file
+from loopwatch.streams.commands.scan import add_threshold_options, detection_config
+from loopwatch.streams.fleetview.report import collect, render_html, summary_lines
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from typing import IO, Any
 
-from models import (
+from loopwatch.models import (
     DEFAULT_KEY,
     AgentEvent,
     ConfigError,
@@ -28,11 +28,15 @@ from models import (
     decode_event,
     parse_policy,
 )
-from streams.client.history import FORMATS
-from streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
-from streams.scanner import Scanner
-from streams.settings import ENVIRONMENT, Settings, SettingsError
-from streams.transcripts import InvalidConversation, looks_like_transcript, read_conversations
+from loopwatch.streams.client.history import FORMATS
+from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
+from loopwatch.streams.transcripts import (
+    InvalidConversation,
+    looks_like_transcript,
+    read_conversations,
+)
 
 EXIT_LOOP_FOUND = 1
 """`--fail-on-loop` and a warning was found."""

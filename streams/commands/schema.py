@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models.schema import episode_schema, event_schema, verdict_schema
-from streams.commands.options import output_dir
+from loopwatch.models.schema import episode_schema, event_schema, verdict_schema
+from loopwatch.streams.commands.options import output_dir
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -8,9 +8,9 @@ import logging
 import sys
 from typing import Any
 
-from streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
-from streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, topic_specs
-from streams.settings import Settings, SettingsError
+from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
+from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, topic_specs
+from loopwatch.streams.settings import Settings, SettingsError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

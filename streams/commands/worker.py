@@ -9,12 +9,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from streams.broker_outage import BrokerOutage
-from streams.broker_outage import install as install_outage_filter
-from streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
-from streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
-from streams.log_format import use_json
-from streams.settings import Settings, SettingsError
+from loopwatch.streams.broker_outage import BrokerOutage
+from loopwatch.streams.broker_outage import install as install_outage_filter
+from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
+from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
+from loopwatch.streams.log_format import use_json
+from loopwatch.streams.settings import Settings, SettingsError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     def build_app() -> Any:
-        from streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
+        from loopwatch.streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
 
         return create_app(settings, follow_policies=True)
 
@@ -102,7 +102,7 @@ def run_faust_app(
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
     broker outages in the log (streams.broker_outage) instead of aiokafka's line per retry."""
     # lazy: `loopwatch --help` and scan need no faust
-    from streams.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
+    from loopwatch.streams.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
 
     class ServiceWorker(FaustServiceWorker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

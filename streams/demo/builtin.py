@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.client import Call
-from streams.demo.conversation import Outcome
-from streams.demo.replay import Recording, Turn
+from loopwatch.streams.client import Call
+from loopwatch.streams.demo.conversation import Outcome
+from loopwatch.streams.demo.replay import Recording, Turn
 
 
 def _step(text: str | None, *calls: tuple[str, str, dict[str, Any]]) -> Turn:

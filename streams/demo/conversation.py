@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from streams.client import MARKER, Call, HistoryTracker, PlacedWarning, Session
+from loopwatch.streams.client import MARKER, Call, HistoryTracker, PlacedWarning, Session
 
 Format = Literal["openai", "anthropic"]
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from models import RULES, RuleName
-from streams.client import LoopwatchClient, PlacedWarning
-from streams.demo.builtin import BUILTIN
-from streams.demo.conversation import Conversation, Format
-from streams.demo.loopers import LOOPERS, LoopOutcome
-from streams.demo.replay import Recording, recordings_from_events, replay
-from streams.settings import Settings
+from loopwatch.models import RULES, RuleName
+from loopwatch.streams.client import LoopwatchClient, PlacedWarning
+from loopwatch.streams.demo.builtin import BUILTIN
+from loopwatch.streams.demo.conversation import Conversation, Format
+from loopwatch.streams.demo.loopers import LOOPERS, LoopOutcome
+from loopwatch.streams.demo.replay import Recording, recordings_from_events, replay
+from loopwatch.streams.settings import Settings
 
 # Anthropic has no two assistant messages in a row, which the empty-search script needs.
 LOOPER_FORMATS: dict[RuleName, tuple[Format, ...]] = {

@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from models import RuleName
-from streams.client import Call
-from streams.demo.conversation import Conversation, Outcome, warnings_in
+from loopwatch.models import RuleName
+from loopwatch.streams.client import Call
+from loopwatch.streams.demo.conversation import Conversation, Outcome, warnings_in
 
 MAX_REPEATS = 8
 """A looping agent gives up after this many repetitions without a warning."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from streams.settings import ENVIRONMENT, Settings
+from loopwatch.streams.settings import ENVIRONMENT, Settings
 
 DEMO_PREFIX = "loopwatch-demo-"
 

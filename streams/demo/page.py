@@ -7,10 +7,10 @@ import asyncio
 import signal
 from typing import IO
 
-from streams.fleetview.feed import FeedError, FeedTopics
-from streams.fleetview.server import Dashboard, DashboardError, start_dashboard
-from streams.kafka_admin import BrokerUnreachable
-from streams.settings import Settings
+from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
+from loopwatch.streams.fleetview.server import Dashboard, DashboardError, start_dashboard
+from loopwatch.streams.kafka_admin import BrokerUnreachable
+from loopwatch.streams.settings import Settings
 
 
 class DemoPage:

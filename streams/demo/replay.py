@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from streams.client import Call
-from streams.demo.conversation import Conversation, Outcome
+from loopwatch.streams.client import Call
+from loopwatch.streams.demo.conversation import Conversation, Outcome
 
 Role = Literal["system", "user", "assistant", "results"]
 

@@ -20,7 +20,7 @@ from typing import IO
 
 from pydantic import SecretStr
 
-from streams.settings import ENVIRONMENT, Settings
+from loopwatch.streams.settings import ENVIRONMENT, Settings
 
 _READY_POLL_SECONDS = 0.25  # how often the readiness wait asks /ready (and the exit status)
 
@@ -74,7 +74,7 @@ class WorkerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", self.loglevel],
+            [sys.executable, "-m", "loopwatch.streams.cli", "worker", "--loglevel", self.loglevel],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

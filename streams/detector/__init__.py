@@ -4,7 +4,7 @@ No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
 function of (state, event, config). Each rule lives in `streams.detector.rules`.
 """
 
-from streams.detector.core import (
+from loopwatch.streams.detector.core import (
     Match,
     Observation,
     advance,
@@ -15,8 +15,8 @@ from streams.detector.core import (
     observe_episodes,
     warning_of,
 )
-from streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
-from streams.detector.rules import (
+from loopwatch.streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
+from loopwatch.streams.detector.rules import (
     ALL_RULES,
     EXTENDED_ORDER,
     SEED_ORDER,
@@ -26,9 +26,9 @@ from streams.detector.rules import (
     RuleSet,
     Tracker,
 )
-from streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
-from streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
-from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
+from loopwatch.streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
+from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
+from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 
 __all__ = [
     "ALL_RULES",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from models import (
+from loopwatch.models import (
     AgentEvent,
     AssistantMessage,
     DetectionConfig,
@@ -28,11 +28,11 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
-from streams.detector.episodes import OpenEpisode, pending_calls, track
-from streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
-from streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
-from streams.detector.texts import DEFAULT_TEXTS, WarningTexts
-from streams.detector.tools import fingerprint_digest, short_digest
+from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, track
+from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
+from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
+from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
+from loopwatch.streams.detector.tools import fingerprint_digest, short_digest
 
 
 @dataclass(frozen=True, slots=True)

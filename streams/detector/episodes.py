@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from models import (
+from loopwatch.models import (
     AgentEvent,
     AssistantMessage,
     EpisodeOutcome,

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from streams.detector.episodes import OpenEpisode
-from streams.detector.rules import ALL_RULES, RuleSet
+from loopwatch.streams.detector.episodes import OpenEpisode
+from loopwatch.streams.detector.rules import ALL_RULES, RuleSet
 
 STATE_VERSION = 2
 """2 added loop episodes (`step`, `episodes`, `loops`); version 1 snapshots still load

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from models import RULES, RuleName
-from streams.detector.rules import ALL_RULES
+from loopwatch.models import RULES, RuleName
+from loopwatch.streams.detector.rules import ALL_RULES
 
 DEFAULT_TEMPLATES: Mapping[RuleName, str] = MappingProxyType(
     {rule.name: rule.template for rule in ALL_RULES.rules}

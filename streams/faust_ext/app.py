@@ -9,7 +9,7 @@ from typing import Any
 
 import faust
 
-from streams.faust_ext.offset_guard import GuardedTransport
+from loopwatch.streams.faust_ext.offset_guard import GuardedTransport
 
 
 class LoopwatchApp(faust.App):

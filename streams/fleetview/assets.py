@@ -18,7 +18,7 @@ def asset(name: str) -> str:
     """The text of static/`name`; FileNotFoundError when there is no such asset."""
     if "/" in name or name.startswith(".") or not name.endswith(tuple(CONTENT_TYPES)):
         raise FileNotFoundError(name)
-    return (resources.files("streams.fleetview") / "static" / name).read_text("utf-8")
+    return (resources.files("loopwatch.streams.fleetview") / "static" / name).read_text("utf-8")
 
 
 def content_type(name: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from models import RULES, LoopEpisode, LoopVerdict, RuleName
+from loopwatch.models import RULES, LoopEpisode, LoopVerdict, RuleName
 
 OPEN_LOOPS_CAP = 10_000
 """Open loops tracked; at the cap the loop warned longest ago is dropped (not counted open)."""

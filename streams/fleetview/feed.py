@@ -15,10 +15,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from models import EPISODE_ADAPTER, VERDICT_ADAPTER
-from streams.fleetview.board import FleetBoard
-from streams.kafka_admin import BrokerUnreachable, connect_admin, partition_counts
-from streams.settings import Settings
+from loopwatch.models import EPISODE_ADAPTER, VERDICT_ADAPTER
+from loopwatch.streams.fleetview.board import FleetBoard
+from loopwatch.streams.kafka_admin import BrokerUnreachable, connect_admin, partition_counts
+from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from models import EpisodeOutcome, LoopEpisode, LoopVerdict, RuleName
+from loopwatch.models import EpisodeOutcome, LoopEpisode, LoopVerdict, RuleName
 
 
 @dataclass

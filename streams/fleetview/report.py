@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models import RULES, DetectionConfig, InvalidEvent, LoopEpisode, decode_event
-from streams.fleetview.assets import asset
-from streams.fleetview.interim_episodes import EpisodesFromWarnings
-from streams.scanner import Scanner
+from loopwatch.models import RULES, DetectionConfig, InvalidEvent, LoopEpisode, decode_event
+from loopwatch.streams.fleetview.assets import asset
+from loopwatch.streams.fleetview.interim_episodes import EpisodesFromWarnings
+from loopwatch.streams.scanner import Scanner
 
 TOP = 12
 """Rows of the agent, tool and session charts."""

@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
-from streams.fleetview.assets import asset, content_type
-from streams.fleetview.board import FleetBoard
-from streams.fleetview.feed import BoardFeed, FeedTopics, cancel_quietly
-from streams.settings import Settings
+from loopwatch.streams.fleetview.assets import asset, content_type
+from loopwatch.streams.fleetview.board import FleetBoard
+from loopwatch.streams.fleetview.feed import BoardFeed, FeedTopics, cancel_quietly
+from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

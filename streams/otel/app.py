@@ -12,12 +12,17 @@ import asyncio
 import time
 from typing import Any
 
-from streams.faust_ext.app import GuardedEvent, LoopwatchApp, guard_commits, started_producer
-from streams.faust_ext.offset_guard import OffsetOrder
-from streams.faust_ext.session_table import SessionTable
-from streams.otel.bridge import OtelBridge, tick_value
-from streams.otel.settings import TABLE_NAME, OtelSettings
-from streams.outputs import BatchedOutputs, Outputs
+from loopwatch.streams.faust_ext.app import (
+    GuardedEvent,
+    LoopwatchApp,
+    guard_commits,
+    started_producer,
+)
+from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.faust_ext.session_table import SessionTable
+from loopwatch.streams.otel.bridge import OtelBridge, tick_value
+from loopwatch.streams.otel.settings import TABLE_NAME, OtelSettings
+from loopwatch.streams.outputs import BatchedOutputs, Outputs
 
 TICK_SECONDS = 1.0
 """How often windows are checked when no span arrives (a window closes up to this late)."""

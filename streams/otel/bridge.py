@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
-from streams.expiry import ExpiryIndex
-from streams.otel.mapping import SpanRecord, to_record
-from streams.otel.ordering import BridgeSession, admit, is_full, release
-from streams.otel.settings import OtelSettings
-from streams.otel.spans import SpanDecodeError, decode_spans
-from streams.outputs import Outputs
+from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.otel.mapping import SpanRecord, to_record
+from loopwatch.streams.otel.ordering import BridgeSession, admit, is_full, release
+from loopwatch.streams.otel.settings import OtelSettings
+from loopwatch.streams.otel.spans import SpanDecodeError, decode_spans
+from loopwatch.streams.outputs import Outputs
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from models.fingerprints import call_fingerprint, digest, result_fingerprint
-from streams.detector.rules.repeated_read_range import read_range, read_resource
-from streams.detector.tools import short_digest
-from streams.otel.spans import STATUS_ERROR, Span
+from loopwatch.models.fingerprints import call_fingerprint, digest, result_fingerprint
+from loopwatch.streams.detector.rules.repeated_read_range import read_range, read_resource
+from loopwatch.streams.detector.tools import short_digest
+from loopwatch.streams.otel.spans import STATUS_ERROR, Span
 
 SpanKind = Literal["chat", "tool"]
 Unrecorded = Literal["distinct", "names"]

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from models import AgentEvent, AssistantMessage, ToolCall, ToolResult
-from streams.otel.mapping import SpanRecord
+from loopwatch.models import AgentEvent, AssistantMessage, ToolCall, ToolResult
+from loopwatch.streams.otel.mapping import SpanRecord
 
 MAX_PENDING_SPANS = 512
 """Pending spans per session; reaching it releases them without waiting for the window."""

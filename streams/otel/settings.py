@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from streams.otel.mapping import Unrecorded
-from streams.otel.spans import Encoding
-from streams.settings import (
+from loopwatch.streams.otel.mapping import Unrecorded
+from loopwatch.streams.otel.spans import Encoding
+from loopwatch.streams.settings import (
     Settings,
     SettingsError,
     _choice,

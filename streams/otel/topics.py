@@ -4,8 +4,14 @@ records and the `otel-sessions` changelog)."""
 
 from __future__ import annotations
 
-from streams.kafka_admin import TopicOutcome, TopicSpec, connect_admin, ensure_topics, topic_specs
-from streams.otel.settings import OtelSettings
+from loopwatch.streams.kafka_admin import (
+    TopicOutcome,
+    TopicSpec,
+    connect_admin,
+    ensure_topics,
+    topic_specs,
+)
+from loopwatch.streams.otel.settings import OtelSettings
 
 DAY_SECONDS = 24 * 3600
 

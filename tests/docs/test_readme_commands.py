@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo.naming import demo_names, new_run_prefix
+from loopwatch.streams.demo.naming import demo_names, new_run_prefix
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo.worker_process import WorkerProcess, free_port, start_worker
-from streams.kafka_admin import create_topics
-from streams.settings import Settings
+from loopwatch.streams.demo.worker_process import WorkerProcess, free_port, start_worker
+from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.settings import Settings
 
 WORKER_READY_SECONDS = 120.0
 

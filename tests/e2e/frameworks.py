@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streams.client import MARKER
+from loopwatch.streams.client import MARKER
 
 LOOP_STEPS = 3  # the same call and result thrice: repeated_result (and repeated_batch)
 VERDICT_TIMEOUT = 30.0  # generous: a slow CI machine must not fail open

@@ -10,10 +10,10 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookContext
 from claude_agent_sdk.types import PostToolUseFailureHookInput, PostToolUseHookInput
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.claude_agent import LoopwatchHooks, contract_call
-from streams.demo.worker_process import WorkerProcess
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.claude_agent import LoopwatchHooks, contract_call
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import LOOP_STEPS, VERDICT_TIMEOUT
 
 pytestmark = pytest.mark.kafka

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.client import MARKER
-from streams.demo.worker_process import WorkerProcess, settings_env
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER
+from loopwatch.streams.demo.worker_process import WorkerProcess, settings_env
+from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka
 

@@ -15,13 +15,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from selenium.webdriver.support.ui import WebDriverWait
 
-from models import RULES, decode_event
-from streams.demo.fleet import Fleet
-from streams.demo.worker_process import WorkerProcess
-from streams.fleetview.feed import FeedTopics
-from streams.fleetview.server import start_dashboard
-from streams.scanner import Scanner
-from streams.settings import Settings
+from loopwatch.models import RULES, decode_event
+from loopwatch.streams.demo.fleet import Fleet
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.fleetview.feed import FeedTopics
+from loopwatch.streams.fleetview.server import start_dashboard
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.settings import Settings
 from tests.browser import chart_values, full_page_screenshot, headless_chromium
 
 pytestmark = pytest.mark.kafka

@@ -13,10 +13,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.langchain import LoopwatchMiddleware
-from streams.demo.worker_process import WorkerProcess
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.langchain import LoopwatchMiddleware
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,

@@ -16,10 +16,10 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.openai_agents import input_item, loopwatch_input_filter
-from streams.demo.worker_process import WorkerProcess
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.openai_agents import input_item, loopwatch_input_filter
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,

@@ -18,10 +18,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from streams.client import MARKER, LoopwatchClient
-from streams.client.pydantic_ai import LoopwatchCapability
-from streams.demo.worker_process import WorkerProcess
-from streams.settings import Settings
+from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.pydantic_ai import LoopwatchCapability
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from models import RULES
-from streams.cli import main
+from loopwatch.models import RULES
+from loopwatch.streams.cli import main
 from tests.browser import chart_values, full_page_screenshot, headless_chromium
 from tests.shared_data import trajectory_files
 from tests.unit.test_report import embedded

@@ -6,13 +6,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from streams.client import LoopwatchClient, place_anthropic, place_openai
-from streams.demo.builtin import BUILTIN
-from streams.demo.conversation import Conversation, Format, warnings_in
-from streams.demo.loopers import LoopOutcome, failing_edit, paging_reader, status_batch
-from streams.demo.replay import replay
-from streams.demo.worker_process import WorkerProcess
-from streams.settings import Settings
+from loopwatch.streams.client import LoopwatchClient, place_anthropic, place_openai
+from loopwatch.streams.demo.builtin import BUILTIN
+from loopwatch.streams.demo.conversation import Conversation, Format, warnings_in
+from loopwatch.streams.demo.loopers import LoopOutcome, failing_edit, paging_reader, status_batch
+from loopwatch.streams.demo.replay import replay
+from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.settings import Settings
 from tests.prompt_rules import check_anthropic, check_openai
 
 pytestmark = pytest.mark.kafka

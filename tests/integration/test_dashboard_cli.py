@@ -9,12 +9,12 @@ import socket
 import pytest
 from aiohttp import ClientSession
 
-from streams.cli import main
-from streams.demo.page import DemoPage
-from streams.fleetview.feed import FeedError, FeedTopics
-from streams.fleetview.server import start_dashboard
-from streams.kafka_admin import create_topics
-from streams.settings import Settings
+from loopwatch.streams.cli import main
+from loopwatch.streams.demo.page import DemoPage
+from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
+from loopwatch.streams.fleetview.server import start_dashboard
+from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.settings import Settings
 
 
 @pytest.mark.parametrize(

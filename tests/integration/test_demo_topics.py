@@ -8,9 +8,9 @@ import time
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.demo.naming import demo_names, new_run_prefix
-from streams.kafka_admin import create_topics, delete_topics
-from streams.settings import Settings
+from loopwatch.streams.demo.naming import demo_names, new_run_prefix
+from loopwatch.streams.kafka_admin import create_topics, delete_topics
+from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from models import decode_event
-from streams.dead_letters import HEADER_ERROR, HEADER_TOPIC
-from streams.otel.settings import OtelSettings
-from streams.otel.topics import create_bridge_topics
+from loopwatch.models import decode_event
+from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_TOPIC
+from loopwatch.streams.otel.settings import OtelSettings
+from loopwatch.streams.otel.topics import create_bridge_topics
 from tests.integration.worker_harness import (
     REPO_ROOT,
     WorkerEnv,

@@ -16,9 +16,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
-from streams.client.reader import partition_for
-from streams.kafka_admin import TopicSpec, ensure_topics
-from streams.outputs import BATCH_RECORDS, BatchedOutputs, OnDelivered, OutputFailed
+from loopwatch.streams.client.reader import partition_for
+from loopwatch.streams.kafka_admin import TopicSpec, ensure_topics
+from loopwatch.streams.outputs import BATCH_RECORDS, BatchedOutputs, OnDelivered, OutputFailed
 
 pytestmark = pytest.mark.kafka
 

@@ -6,8 +6,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from streams.kafka_admin import TopicError, create_topics, partition_counts
-from streams.settings import Settings
+from loopwatch.streams.kafka_admin import TopicError, create_topics, partition_counts
+from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka
 

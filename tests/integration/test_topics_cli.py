@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from streams.settings import Settings
+from loopwatch.streams.settings import Settings
 
 
 def loopwatch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "loopwatch.streams.cli", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.kafka_admin import BrokerUnreachable, wait_for_broker
-from streams.settings import Settings
+from loopwatch.streams.kafka_admin import BrokerUnreachable, wait_for_broker
+from loopwatch.streams.settings import Settings
 
 # nothing listens on port 1 of the loopback interface
 NOWHERE = "127.0.0.1:1"

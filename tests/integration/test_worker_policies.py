@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from models import DEFAULT_KEY, parse_policy
-from streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
-from streams.policy_topic import write_policy
+from loopwatch.models import DEFAULT_KEY, parse_policy
+from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
+from loopwatch.streams.policy_topic import write_policy
 from tests.integration.worker_harness import WorkerEnv, WorkerProcess
 
 pytestmark = pytest.mark.kafka

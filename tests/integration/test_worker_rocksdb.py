@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from models import AgentEvent
+from loopwatch.models import AgentEvent
 from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,

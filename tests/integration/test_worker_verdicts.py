@@ -15,9 +15,14 @@ from typing import Any
 
 import pytest
 
-from models import AgentEvent, DetectionConfig, decode_event
-from streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_PARTITION, HEADER_TOPIC
-from streams.scanner import Scanner
+from loopwatch.models import AgentEvent, DetectionConfig, decode_event
+from loopwatch.streams.dead_letters import (
+    HEADER_ERROR,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_TOPIC,
+)
+from loopwatch.streams.scanner import Scanner
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,

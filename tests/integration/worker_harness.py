@@ -21,10 +21,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from models import AgentEvent, DetectionConfig
-from streams.kafka_admin import create_topics
-from streams.scanner import Scanner
-from streams.settings import Settings
+from loopwatch.models import AgentEvent, DetectionConfig
+from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.settings import Settings
 from tests.builders import SessionBuilder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "streams.cli",
+                "loopwatch.streams.cli",
                 command,
                 "--loglevel",
                 os.environ.get("LW_TEST_LOGLEVEL", "info"),

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from models import AgentEvent
-from streams.app import create_app
-from streams.outputs import Headers, OnDelivered
-from streams.settings import Settings
+from loopwatch.models import AgentEvent
+from loopwatch.streams.app import create_app
+from loopwatch.streams.outputs import Headers, OnDelivered
+from loopwatch.streams.settings import Settings
 from tests.stream.settings_for_tests import stream_settings
 
 

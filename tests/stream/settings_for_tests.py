@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.settings import Settings
+from loopwatch.streams.settings import Settings
 
 
 def stream_settings(**overrides: Any) -> Settings:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from models import DetectionConfig
-from streams.dead_letters import HEADER_ERROR, HEADER_OFFSET
-from streams.scanner import Scanner
-from streams.session_record import SessionRecord
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.session_record import SessionRecord
 from tests.builders import SessionBuilder
 from tests.stream.conftest import Harness
 

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from models import EPISODE_ADAPTER, DetectionConfig
-from streams.scanner import Scanner
-from streams.session_record import SessionRecord
+from loopwatch.models import EPISODE_ADAPTER, DetectionConfig
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.session_record import SessionRecord
 from tests.builders import SessionBuilder
 from tests.stream.conftest import Harness
 

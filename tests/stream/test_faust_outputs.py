@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.app import create_app
-from streams.outputs import BatchedOutputs, FaustOutputs
+from loopwatch.streams.app import create_app
+from loopwatch.streams.outputs import BatchedOutputs, FaustOutputs
 from tests.stream.settings_for_tests import stream_settings
 
 

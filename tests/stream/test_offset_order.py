@@ -9,7 +9,7 @@ from typing import Any
 from faust.types import TP
 from intervaltree import IntervalTree
 
-from streams.faust_ext.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
+from loopwatch.streams.faust_ext.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
 
 EVENTS = TP("events", 0)
 

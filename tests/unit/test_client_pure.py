@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from aiokafka.partitioner import murmur2
 
-from models import (
+from loopwatch.models import (
     AssistantMessage,
     DetectionConfig,
     LoopVerdict,
@@ -15,10 +15,10 @@ from models import (
     ToolResult,
     decode_event,
 )
-from streams.client.encoding import WITHHELD_ERROR, Call, EventEncoder
-from streams.client.ledger import Ledger
-from streams.client.reader import partition_for
-from streams.scanner import Scanner
+from loopwatch.streams.client.encoding import WITHHELD_ERROR, Call, EventEncoder
+from loopwatch.streams.client.ledger import Ledger
+from loopwatch.streams.client.reader import partition_for
+from loopwatch.streams.scanner import Scanner
 
 TS = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

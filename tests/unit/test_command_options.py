@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import main
-from streams.demo.naming import DEMO_PREFIX, demo_names, new_run_prefix
-from streams.settings import ENVIRONMENT, Settings
+from loopwatch.streams.cli import main
+from loopwatch.streams.demo.naming import DEMO_PREFIX, demo_names, new_run_prefix
+from loopwatch.streams.settings import ENVIRONMENT, Settings
 
 
 def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

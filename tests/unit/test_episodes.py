@@ -13,8 +13,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import RULES, DetectionConfig, LoopEpisode, call_fingerprint, result_fingerprint
-from streams.detector import (
+from loopwatch.models import (
+    RULES,
+    DetectionConfig,
+    LoopEpisode,
+    call_fingerprint,
+    result_fingerprint,
+)
+from loopwatch.streams.detector import (
     SessionState,
     expire_episodes,
     observe_episodes,

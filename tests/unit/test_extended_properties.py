@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import (
+from loopwatch.models import (
     ALL_RULES,
     EVENT_ADAPTER,
     AgentEvent,
@@ -27,7 +27,7 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
-from streams.detector import SessionState, observe
+from loopwatch.streams.detector import SessionState, observe
 from tests import reference, reference_extended
 
 RAW = "zqx"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import DetectionConfig
-from streams.detector import SessionState, observe
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector import SessionState, observe
 from tests.builders import SessionBuilder
 
 EXTENDED = DetectionConfig(profile="extended")

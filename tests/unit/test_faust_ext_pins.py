@@ -6,7 +6,7 @@ from importlib.metadata import version
 
 import pytest
 
-from streams.faust_ext import PINNED
+from loopwatch.streams.faust_ext import PINNED
 
 
 @pytest.mark.parametrize("distribution", sorted(PINNED))

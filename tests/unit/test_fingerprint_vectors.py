@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from models import fingerprints
-from models.fingerprints import (
+from loopwatch.models import fingerprints
+from loopwatch.models.fingerprints import (
     CALL_DROPPED_KEYS,
     RESULT_DROPPED_KEYS,
     call_fingerprint,

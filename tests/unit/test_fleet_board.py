@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from models import LoopEpisode, LoopVerdict, LoopWarning, RuleName
-from streams.fleetview import board as board_module
-from streams.fleetview.board import OTHER, BoundedCounter, FleetBoard, time_to_break_bucket
+from loopwatch.models import LoopEpisode, LoopVerdict, LoopWarning, RuleName
+from loopwatch.streams.fleetview import board as board_module
+from loopwatch.streams.fleetview.board import (
+    OTHER,
+    BoundedCounter,
+    FleetBoard,
+    time_to_break_bucket,
+)
 
 T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 

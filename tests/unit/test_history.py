@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from models import DetectionConfig, LoopVerdict, decode_event
-from streams.client import (
+from loopwatch.models import DetectionConfig, LoopVerdict, decode_event
+from loopwatch.streams.client import (
     MARKER,
     HistoryTracker,
     as_agent_events,
     history_events,
     place_responses,
 )
-from streams.client.encoding import EventEncoder
-from streams.client.history import Format
-from streams.client.session import Session
-from streams.client.stats import ClientStats
-from streams.scanner import Scanner
+from loopwatch.streams.client.encoding import EventEncoder
+from loopwatch.streams.client.history import Format
+from loopwatch.streams.client.session import Session
+from loopwatch.streams.client.stats import ClientStats
+from loopwatch.streams.scanner import Scanner
 from tests.prompt_rules import check_anthropic, check_openai, check_responses
 
 TS = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from streams.lag import STALL_SECONDS, PartitionProgress
-from streams.metrics import Metrics
+from loopwatch.streams.lag import STALL_SECONDS, PartitionProgress
+from loopwatch.streams.metrics import Metrics
 
 
 def _sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float | None:

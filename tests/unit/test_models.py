@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from models import (
+from loopwatch.models import (
     EVENT_ADAPTER,
     ConfigError,
     DetectionConfig,
@@ -17,8 +17,8 @@ from models import (
     decode_event,
     result_fingerprint,
 )
-from models.fingerprints import normalise
-from models.schema import episode_schema, event_schema, verdict_schema
+from loopwatch.models.fingerprints import normalise
+from loopwatch.models.schema import episode_schema, event_schema, verdict_schema
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from streams.otel.settings import OtelSettings
-from streams.otel.spans import ENCODINGS
+from loopwatch.streams.otel.settings import OtelSettings
+from loopwatch.streams.otel.spans import ENCODINGS
 
 CONFIG = Path(__file__).resolve().parents[2] / "ops" / "otel" / "collector.yaml"
 

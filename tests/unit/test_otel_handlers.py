@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import decode_event
-from models.fingerprints import call_fingerprint
-from streams.dead_letters import HEADER_ERROR
-from streams.otel.bridge import OtelBridge, tick_value
-from streams.otel.mapping import to_record
-from streams.otel.settings import OtelSettings
-from streams.otel.spans import decode_spans
+from loopwatch.models import decode_event
+from loopwatch.models.fingerprints import call_fingerprint
+from loopwatch.streams.dead_letters import HEADER_ERROR
+from loopwatch.streams.otel.bridge import OtelBridge, tick_value
+from loopwatch.streams.otel.mapping import to_record
+from loopwatch.streams.otel.settings import OtelSettings
+from loopwatch.streams.otel.spans import decode_spans
 from tests.otel_spans import (
     LOOPING,
     InstrumentedAgent,

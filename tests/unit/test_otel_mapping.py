@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from models import AssistantMessage, ToolResult
-from models.fingerprints import call_fingerprint, result_fingerprint
-from streams.cli import main
-from streams.otel.mapping import SpanRecord, to_record
-from streams.otel.ordering import BridgeSession, admit, release
-from streams.otel.settings import OtelSettings
-from streams.otel.spans import SpanDecodeError, decode_spans
-from streams.settings import SettingsError
+from loopwatch.models import AssistantMessage, ToolResult
+from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint
+from loopwatch.streams.cli import main
+from loopwatch.streams.otel.mapping import SpanRecord, to_record
+from loopwatch.streams.otel.ordering import BridgeSession, admit, release
+from loopwatch.streams.otel.settings import OtelSettings
+from loopwatch.streams.otel.spans import SpanDecodeError, decode_spans
+from loopwatch.streams.settings import SettingsError
 from tests.otel_spans import (
     CLEAN,
     EDIT,

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from models import AgentEvent, DetectionConfig
-from streams.expiry import ExpiryIndex
-from streams.processing import (
+from loopwatch.models import AgentEvent, DetectionConfig
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.processing import (
     Duplicate,
     Outcome,
     PipelineOptions,
@@ -21,9 +21,9 @@ from streams.processing import (
     Rejected,
     process_record,
 )
-from streams.scanner import Scanner
-from streams.session_record import SessionRecord
-from streams.session_store import MemorySessionStore
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.session_store import MemorySessionStore
 from tests.builders import SessionBuilder
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.client.placement import MARKER, place_anthropic, place_openai
+from loopwatch.streams.client.placement import MARKER, place_anthropic, place_openai
 from tests.prompt_rules import anthropic_blocks, check_anthropic, check_openai
 
 # -- OpenAI Chat -------------------------------------------------------------------------

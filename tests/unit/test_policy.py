@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from models import (
+from loopwatch.models import (
     ALL_RULES,
     RULES,
     DetectionConfig,
@@ -17,10 +17,10 @@ from models import (
     PolicyRef,
     parse_policy,
 )
-from streams.commands.scan import scan_lines
-from streams.policy_book import PolicyBook
-from streams.scanner import Scanner
-from streams.settings import Settings, SettingsError
+from loopwatch.streams.commands.scan import scan_lines
+from loopwatch.streams.policy_book import PolicyBook
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.settings import Settings, SettingsError
 from tests.builders import SessionBuilder
 
 

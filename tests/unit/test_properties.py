@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import (
+from loopwatch.models import (
     EVENT_ADAPTER,
     AgentEvent,
     DetectionConfig,
@@ -28,7 +28,7 @@ from models import (
     call_fingerprint,
     result_fingerprint,
 )
-from streams.detector import MAX_REMEMBERED_CALLS, SessionState, observe
+from loopwatch.streams.detector import MAX_REMEMBERED_CALLS, SessionState, observe
 from tests import reference
 
 # Markers inside raw content: none of them may reach a snapshot or a warning message.

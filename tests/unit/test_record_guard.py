@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models import DetectionConfig, LoopVerdict
-from streams.expiry import ExpiryIndex
-from streams.processing import (
+from loopwatch.models import DetectionConfig, LoopVerdict
+from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.processing import (
     Duplicate,
     Outcome,
     PipelineOptions,
@@ -24,8 +24,8 @@ from streams.processing import (
     Rejected,
     process_record,
 )
-from streams.session_record import SessionRecord
-from streams.session_store import TableSessionStore
+from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.session_store import TableSessionStore
 from tests.builders import SessionBuilder
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from models import AgentEvent, DetectionConfig, decode_event
-from streams.cli import main
-from streams.fleetview.report import collect, render_html
-from streams.scanner import Scanner
+from loopwatch.models import AgentEvent, DetectionConfig, decode_event
+from loopwatch.streams.cli import main
+from loopwatch.streams.fleetview.report import collect, render_html
+from loopwatch.streams.scanner import Scanner
 from tests.builders import SessionBuilder
 from tests.shared_data import trajectory_files
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from models import RULES, AgentEvent, DetectionConfig
-from streams.detector import (
+from loopwatch.models import RULES, AgentEvent, DetectionConfig
+from loopwatch.streams.detector import (
     DEFAULT_TEXTS,
     SEED_ORDER,
     SEED_RULES,

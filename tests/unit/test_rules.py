@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from models import AgentEvent, DetectionConfig, call_fingerprint, result_fingerprint
-from streams.detector import SessionState, observe
+from loopwatch.models import AgentEvent, DetectionConfig, call_fingerprint, result_fingerprint
+from loopwatch.streams.detector import SessionState, observe
 from tests.builders import SessionBuilder
 
 DEFAULT = DetectionConfig()

@@ -14,7 +14,7 @@ from tests.shared_data import trajectory_files
 
 def scan(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", "scan", *args],
+        [sys.executable, "-m", "loopwatch.streams.cli", "scan", *args],
         input=stdin,
         capture_output=True,
         timeout=120,
@@ -183,7 +183,7 @@ def test_several_files_are_one_scan(tmp_path: Path) -> None:
 
 def scan_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", "scan", *args],
+        [sys.executable, "-m", "loopwatch.streams.cli", "scan", *args],
         capture_output=True,
         timeout=120,
         check=False,
@@ -217,7 +217,7 @@ def test_bad_options_exit_2_without_a_traceback(tmp_path: Path) -> None:
 
 def test_version_and_help_name_the_contract_users_have() -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "--version"],
+        [sys.executable, "-m", "loopwatch.streams.cli", "--version"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -225,7 +225,7 @@ def test_version_and_help_name_the_contract_users_have() -> None:
     )
     assert shown.stdout.startswith("loopwatch 0.")
     helped = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "--help"],
+        [sys.executable, "-m", "loopwatch.streams.cli", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

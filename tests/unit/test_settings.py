@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import DetectionConfig
-from streams.settings import ENVIRONMENT, Settings, SettingsError
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 SASL = {

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from models import DetectionConfig
-from streams.client.history import history_events
-from streams.scanner import Scanner
-from streams.transcripts import (
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.client.history import history_events
+from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.transcripts import (
     TRANSCRIPT_EPOCH,
     Conversation,
     InvalidConversation,

@@ -10,7 +10,7 @@ import sys
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from streams.broker_outage import (
+from loopwatch.streams.broker_outage import (
     FALLBACK_QUIET_SECONDS,
     QUIET_SECONDS,
     SUMMARY_EVERY_SECONDS,
@@ -18,7 +18,7 @@ from streams.broker_outage import (
     OutageCollector,
     OutageLogFilter,
 )
-from streams.log_format import JsonLogFormatter
+from loopwatch.streams.log_format import JsonLogFormatter
 
 
 class Clock:

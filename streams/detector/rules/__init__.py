@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from models import DetectionConfig, RuleName
-from streams.detector.rules import (
+from loopwatch.models import DetectionConfig, RuleName
+from loopwatch.streams.detector.rules import (
     repeated_batch,
     repeated_batch_outcomes,
     repeated_call_in_turn,
@@ -19,7 +19,7 @@ from streams.detector.rules import (
     repeated_read_range,
     repeated_result,
 )
-from streams.detector.rules.base import Hit, Rule, Tracker
+from loopwatch.streams.detector.rules.base import Hit, Rule, Tracker
 
 SEED_ORDER: tuple[Rule[Any], ...] = (
     repeated_failed_mutation.RULE,

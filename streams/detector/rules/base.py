@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from models import AssistantMessage, DetectionConfig, RuleName, ToolResult
+from loopwatch.models import AssistantMessage, DetectionConfig, RuleName, ToolResult
 
 Part = TypeVar("Part")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models import AssistantMessage, DetectionConfig
-from streams.detector.rules.base import Hit, Rule, Tracker
-from streams.detector.tools import short_digest
+from loopwatch.models import AssistantMessage, DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule, Tracker
+from loopwatch.streams.detector.tools import short_digest
 
 
 @dataclass(slots=True)  # never mutated (frozen costs ~2x per construction)

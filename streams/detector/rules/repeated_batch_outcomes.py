@@ -8,11 +8,11 @@ Same name on the wire as the seed's rule; it reads the tool-step tracker instead
 
 from __future__ import annotations
 
-from models import DetectionConfig
-from streams.detector.rules.base import Hit, Rule
-from streams.detector.rules.repeated_batch import RULE as CALLS_ONLY
-from streams.detector.rules.steps import STEPS, Steps
-from streams.detector.tools import short_digest
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule
+from loopwatch.streams.detector.rules.repeated_batch import RULE as CALLS_ONLY
+from loopwatch.streams.detector.rules.steps import STEPS, Steps
+from loopwatch.streams.detector.tools import short_digest
 
 
 class RepeatedBatchOutcomes(Rule[Steps]):

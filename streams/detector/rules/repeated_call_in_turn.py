@@ -7,10 +7,10 @@ Matches while the newest assistant message (no boundary after it) holds
 
 from __future__ import annotations
 
-from models import DetectionConfig
-from streams.detector.rules.base import Hit, Rule
-from streams.detector.rules.steps import STEPS, Steps
-from streams.detector.tools import short_digest
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule
+from loopwatch.streams.detector.rules.steps import STEPS, Steps
+from loopwatch.streams.detector.tools import short_digest
 
 
 class RepeatedCallInTurn(Rule[Steps]):

@@ -7,10 +7,10 @@ The smallest period whose repetitions reach the threshold in force for its tools
 
 from __future__ import annotations
 
-from models import DetectionConfig
-from streams.detector.rules.base import Hit, Rule
-from streams.detector.rules.steps import STEPS, Steps, cycles
-from streams.detector.tools import short_digest
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule
+from loopwatch.streams.detector.rules.steps import STEPS, Steps, cycles
+from loopwatch.streams.detector.tools import short_digest
 
 
 class RepeatedCycle(Rule[Steps]):

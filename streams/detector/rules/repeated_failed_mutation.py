@@ -6,10 +6,10 @@ and its run of identical results reaches `mutating_failure_threshold`.
 
 from __future__ import annotations
 
-from models import DetectionConfig
-from streams.detector.rules.base import Hit, Rule
-from streams.detector.rules.result_run import RESULT_RUN, ResultRun
-from streams.detector.tools import is_named
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule
+from loopwatch.streams.detector.rules.result_run import RESULT_RUN, ResultRun
+from loopwatch.streams.detector.tools import is_named
 
 MUTATING_TOOLS = ("edit_file", "write_file", "delete_file", "bash")
 """Also any `<server>__<name>` of these (MCP namespacing)."""

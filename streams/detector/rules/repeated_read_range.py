@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import AssistantMessage, DetectionConfig
-from models.fingerprints import canonical_json
-from streams.detector.rules.base import Hit, Rule, Tracker
-from streams.detector.tools import is_named, short_digest
+from loopwatch.models import AssistantMessage, DetectionConfig
+from loopwatch.models.fingerprints import canonical_json
+from loopwatch.streams.detector.rules.base import Hit, Rule, Tracker
+from loopwatch.streams.detector.tools import is_named, short_digest
 
 READ_FILE_TOOL = "read_file"
 READ_MANY_TOOL = "read_many_files"

@@ -6,9 +6,9 @@ reaches `threshold`.
 
 from __future__ import annotations
 
-from models import DetectionConfig
-from streams.detector.rules.base import Hit, Rule
-from streams.detector.rules.result_run import RESULT_RUN, ResultRun
+from loopwatch.models import DetectionConfig
+from loopwatch.streams.detector.rules.base import Hit, Rule
+from loopwatch.streams.detector.rules.result_run import RESULT_RUN, ResultRun
 
 
 class RepeatedResult(Rule[ResultRun]):

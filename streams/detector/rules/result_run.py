@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models import ToolResult
-from streams.detector.rules.base import Tracker
+from loopwatch.models import ToolResult
+from loopwatch.streams.detector.rules.base import Tracker
 
 
 @dataclass(slots=True)  # never mutated (frozen costs ~2x per construction)

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models import AssistantMessage, ToolResult
-from streams.detector.rules.base import Tracker
-from streams.detector.tools import short_digest
+from loopwatch.models import AssistantMessage, ToolResult
+from loopwatch.streams.detector.rules.base import Tracker
+from loopwatch.streams.detector.tools import short_digest
 
 MAX_STEP_IDS = 64
 """A tool step with more distinct call ids has an unknown outcome (contract §9.1): it
