@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
+from loopwatch.streams.commands.options import positive_float
 from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, topic_specs
 from loopwatch.streams.settings import Settings, SettingsError
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     create.add_argument(
         "--timeout",
-        type=float,
+        type=positive_float,
         default=60.0,
         help="seconds to wait for the broker (default: %(default)s)",
     )

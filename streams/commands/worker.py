@@ -12,6 +12,7 @@ from typing import Any
 from loopwatch.streams.broker_outage import BrokerOutage
 from loopwatch.streams.broker_outage import install as install_outage_filter
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
+from loopwatch.streams.commands.options import positive_float
 from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from loopwatch.streams.log_format import use_json
 from loopwatch.streams.settings import Settings, SettingsError
@@ -39,7 +40,7 @@ def add_service_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--topic-timeout",
-        type=float,
+        type=positive_float,
         default=30.0,
         help="seconds to wait for the broker while ensuring topics (default: 30)",
     )

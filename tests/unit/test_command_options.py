@@ -33,6 +33,8 @@ def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["demo", "--trajectories", "/no/such/dir"], "'/no/such/dir' is not a directory"),
         (["demo", "--bootstrap", "localhost"], "--bootstrap"),
         (["demo", "--bootstrap", "host:99999"], "got 'host:99999'"),
+        (["topics", "create", "--timeout", "-1"], "--timeout: must be a number > 0"),
+        (["worker", "--topic-timeout", "0"], "--topic-timeout: must be a number > 0"),
         (["schema", "--out", "/etc/passwd"], "'/etc/passwd' exists and is not a directory"),
         (["schema", "--out", "/nonexistent/dir/x"], "'/nonexistent/dir' does not exist"),
     ],
