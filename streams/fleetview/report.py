@@ -13,7 +13,6 @@ from typing import Any
 
 from loopwatch.models import RULES, DetectionConfig, InvalidEvent, LoopEpisode, decode_event
 from loopwatch.streams.fleetview.assets import asset
-from loopwatch.streams.fleetview.interim_episodes import EpisodesFromWarnings
 from loopwatch.streams.scanner import Scanner
 
 TOP = 12
@@ -121,7 +120,6 @@ def collect(paths: Iterable[Path], config: DetectionConfig) -> ReportData:
     """
     data = ReportData()
     scanner = Scanner(config)
-    loops = EpisodesFromWarnings()
     first_index: dict[tuple[str, str], int] = {}  # (session, rule) of an open loop
     for path in paths:
         data.files.append(path.name)
@@ -141,19 +139,20 @@ def collect(paths: Iterable[Path], config: DetectionConfig) -> ReportData:
                     continue
                 session = data.sessions.setdefault(event.session_id, SessionTally())
                 session.agent_id = event.agent_id or session.agent_id
+                # the loops this event closed first: a new loop of the same rule may start here
+                _add(data, scanner.closed_episodes, first_index)
                 if verdict.warning is not None:
                     session.warnings += 1
                     data.warnings[verdict.warning.rule] += 1
                     first_index.setdefault((event.session_id, verdict.warning.rule), session.events)
                 session.events += 1
-                _add(data, loops.observe(verdict, event.type == "session_end"), first_index)
     data.events = scanner.stats.events
-    _add(data, loops.finish(), first_index)
+    _add(data, scanner.open_episodes(), first_index)
     return data
 
 
 def _add(
-    data: ReportData, closed: list[LoopEpisode], first_index: dict[tuple[str, str], int]
+    data: ReportData, closed: Iterable[LoopEpisode], first_index: dict[tuple[str, str], int]
 ) -> None:
     for loop in closed:
         index = first_index.pop((loop.session_id, loop.rule), 0)
