@@ -51,7 +51,7 @@ async def test_the_page_shows_the_loops_of_a_demo_run(
     worker: WorkerProcess, e2e_settings: Settings, tmp_path: Path
 ) -> None:
     settings = e2e_settings
-    topics = FeedTopics(settings.warnings_topic, f"{settings.app_id}-episodes")
+    topics = FeedTopics(settings.warnings_topic, settings.episodes_topic)
     dashboard = await start_dashboard(
         settings, topics, host="127.0.0.1", port=0, since_seconds=3600
     )
@@ -70,6 +70,9 @@ async def test_the_page_shows_the_loops_of_a_demo_run(
         published = [json.loads(v) for v in await read_all(settings, settings.warnings_topic)]
         assert len(published) == expected_warnings
         expected = Published.of(published)
+        # every loop of the run was closed and published as an episode (the page reads them)
+        episodes = [json.loads(v) for v in await read_all(settings, settings.episodes_topic)]
+        assert {(e["session_id"], e["rule"]) for e in episodes} == expected.loops
 
         # selenium blocks: drive the browser from a thread while this loop serves the page
         shot = await asyncio.to_thread(check_page, dashboard.url, tmp_path, expected)
