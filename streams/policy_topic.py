@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 PARTITION = 0
 """The topic has one partition (kafka_admin creates it so)."""
+START_TIMEOUT_SECONDS = 10.0
+"""A start-up read of the policy topic that takes longer is abandoned and begun again."""
+RETRY_SECONDS = 1.0
 
 OnInvalid = Callable[[Any, InvalidPolicy], Awaitable[None]]
 """Called with the consumer record and the error of each invalid record."""
@@ -98,19 +101,45 @@ class PolicyFollower:
         self._on_invalid = on_invalid
         self.loaded = asyncio.Event()
         """Set once every record that was on the topic at start-up has been folded in."""
+        self._next_offset = 0
 
     async def run(self) -> None:
+        """Follow the topic for as long as the worker runs. A broker error (or a read that
+        hangs at start-up) restarts the read after a short backoff instead of ending the
+        task: events wait for `loaded`, so a dead follower would stall every partition."""
+        while True:
+            try:
+                await self._follow()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any client failure: log it, read again
+                log.warning(
+                    "reading %s failed (%s); reading it again in %g s",
+                    self._settings.config_topic,
+                    type(exc).__name__,
+                    RETRY_SECONDS,
+                )
+                await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
+
+    async def _follow(self) -> None:
+        # A read begun again resumes after the last record folded in: folding a record twice
+        # could give a version-less record a second version number.
         consumer = _consumer(self._settings)
-        await consumer.start()
         try:
+            await asyncio.wait_for(consumer.start(), START_TIMEOUT_SECONDS)
             tp = TopicPartition(self._settings.config_topic, PARTITION)
             consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            end = (await consumer.end_offsets([tp]))[tp]
+            consumer.seek(tp, self._next_offset)  # out of range (compacted): the earliest
+            ends = await asyncio.wait_for(consumer.end_offsets([tp]), START_TIMEOUT_SECONDS)
             while True:
-                if not self.loaded.is_set() and await consumer.position(tp) >= end:
-                    self.loaded.set()
+                if not self.loaded.is_set():
+                    position = await asyncio.wait_for(consumer.position(tp), START_TIMEOUT_SECONDS)
+                    if position >= ends[tp]:
+                        self.loaded.set()
                 batches = await consumer.getmany(tp, timeout_ms=1000)
-                await _fold(self._book, batches.get(tp, []), self._on_invalid)
+                records = batches.get(tp, [])
+                await _fold(self._book, records, self._on_invalid)
+                if records:
+                    self._next_offset = records[-1].offset + 1
         finally:
             await consumer.stop()
