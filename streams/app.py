@@ -126,8 +126,12 @@ def create_app(
     # under exactly_once faust's transaction manager writes the changelog
     table.outputs = None if isinstance(outputs, FaustOutputs) else outputs
     policies, follower = _policies(app, settings, holder, follow=follow_policies)
+    # Deferred writes: one table write (changelog record) per session per offset commit,
+    # made just before the commit's flush (not under exactly_once: faust's transactions
+    # write the changelog with each event there).
+    store = TableSessionStore(table, deferred=table.outputs is not None)
     handler = RecordHandler(
-        store=TableSessionStore(table),
+        store=store,
         topics=topics,
         outputs=outputs,
         options=PipelineOptions(
@@ -141,7 +145,15 @@ def create_app(
         metrics=metrics,
     )
     holder["handler"] = handler
-    guard_commits(app, outputs.flush)
+    flush = outputs.flush
+
+    async def before_commit() -> None:
+        # The sessions' newest records first, so the flush covers their changelog records:
+        # an offset is committed only after its event's record and verdict are stored.
+        store.write_pending()
+        await flush()
+
+    guard_commits(app, before_commit)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
@@ -153,7 +165,9 @@ def create_app(
     events_topic = settings.events_topic
 
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        handler.on_partitions_revoked({tp.partition for tp in revoked if tp.topic == events_topic})
+        partitions = {tp.partition for tp in revoked if tp.topic == events_topic}
+        handler.on_partitions_revoked(partitions)
+        store.forget_partitions(partitions)
         order.forget(set(revoked))
 
     async def heal_stalled_partitions() -> None:
@@ -187,6 +201,8 @@ def create_app(
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics
     app.loopwatch_table = table
+    app.loopwatch_store = store
+    app.loopwatch_outputs = outputs
     return app
 
 

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import MutableMapping
+from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeGuard
 
 from loopwatch.streams.session_record import SessionRecord
 
 MAX_REMEMBERED_ACKS = 65536
 MAX_DECODED_RECORDS = 4096
 """Decoded table values kept per key; beyond it the least recently used is decoded again."""
+MAX_PENDING_WRITES = 4096
+"""Sessions noted for the next write (deferred writes); at this many they are written at
+once, without waiting for the commit."""
 
 VerdictId = tuple[str, int]
 """(session_id, seq)."""
@@ -87,20 +93,68 @@ class MemorySessionStore:
         return self.deliveries.sent_here(session_id, seq)
 
 
+class PartitionedTable(Protocol):
+    """What `TableSessionStore` needs of the faust table for deferred writes
+    (`streams.faust_ext.session_table.SessionTable`)."""
+
+    def current_partition(self) -> int:
+        """The partition of the event being processed."""
+
+    def writing_in(self, partition: int) -> AbstractContextManager[None]:
+        """Table reads and writes inside go to `partition`."""
+
+
+_ABSENT = object()
+
+
 class TableSessionStore:
     """Session records in the faust `sessions` table (key: session id as UTF-8, value:
     `SessionRecord.encode()`). Writes must happen while an event of the key's partition
-    is current, as faust requires."""
+    is current, as faust requires.
 
-    def __init__(self, table: MutableMapping[bytes, bytes]) -> None:
+    `deferred` (the worker, at least once): `set` and `delete` only note the session's
+    newest record (or its deletion) with its partition; `write_pending()` writes each
+    noted session once, and the worker calls it before every offset commit, ahead of the
+    outputs' flush. So a session gets one table write (one changelog record, one encode)
+    per commit instead of one per event, and the offset of an event is still committed
+    only after its session's record is acknowledged. A crash before the write loses only
+    events whose offsets were not committed; they are processed again. `get` sees the
+    noted records first. The table must then be a `PartitionedTable`.
+    """
+
+    def __init__(
+        self,
+        table: MutableMapping[bytes, bytes],
+        *,
+        deferred: bool = False,
+        max_pending: int = MAX_PENDING_WRITES,
+    ) -> None:
         self._table = table
         self.deliveries = VerdictDeliveries()
         # The decoded form of the values this worker wrote last (LRU): the next event of
         # a session skips the JSON decode when the stored bytes are still the same.
         self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
+        self._deferred = deferred
+        self._max_pending = max_pending
+        # key -> (partition, newest record; None: delete), in the order first noted
+        self._pending: dict[bytes, tuple[int, SessionRecord | None]] = {}
+
+    @property
+    def deferred(self) -> bool:
+        return self._deferred
+
+    @property
+    def pending(self) -> int:
+        """Sessions whose newest record is noted but not written to the table yet."""
+        return len(self._pending)
 
     def get(self, session_id: str) -> SessionRecord | None:
         key = session_id.encode()
+        noted = self._pending.get(key, _ABSENT)
+        if noted is not _ABSENT:
+            assert isinstance(noted, tuple)
+            record: SessionRecord | None = noted[1]
+            return record
         stored = self._table.get(key)
         if stored is None:
             return None
@@ -111,16 +165,17 @@ class TableSessionStore:
 
     def set(self, session_id: str, record: SessionRecord) -> None:
         key = session_id.encode()
-        encoded = record.encode()
-        self._table[key] = encoded
-        self._decoded[key] = (encoded, record)
-        self._decoded.move_to_end(key)
-        if len(self._decoded) > MAX_DECODED_RECORDS:
-            self._decoded.popitem(last=False)
+        if self._deferred:
+            self._note(key, record)
+            return
+        self._write(key, record)
 
     def delete(self, session_id: str) -> None:
         key = session_id.encode()
         self._decoded.pop(key, None)
+        if self._deferred:
+            self._note(key, None)
+            return
         if key in self._table:
             del self._table[key]
 
@@ -134,8 +189,55 @@ class TableSessionStore:
         """Write the session's stored value back, unchanged. A RocksDB store can hold a
         write whose changelog record a stopped worker never sent (records go out in
         batches); writing it again puts it in the changelog, so a later owner of the
-        partition does not get an older state."""
+        partition does not get an older state. (A noted record is written anyway.)"""
         key = session_id.encode()
+        if key in self._pending:
+            return
         stored = self._table.get(key)
         if stored is not None:
             self._table[key] = stored
+
+    def write_pending(self) -> None:
+        """Write every noted record (or deletion) to the table, grouped by partition; the
+        changelog records go to the outputs, which the caller flushes next."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        by_partition: dict[int, list[tuple[bytes, SessionRecord | None]]] = {}
+        for key, (partition, record) in pending.items():
+            by_partition.setdefault(partition, []).append((key, record))
+        table = self._table
+        assert _is_partitioned(table)
+        for partition, writes in by_partition.items():
+            with table.writing_in(partition):
+                for key, record in writes:
+                    if record is not None:
+                        self._write(key, record)
+                    elif key in self._table:
+                        del self._table[key]
+
+    def forget_partitions(self, partitions: AbstractSet[int]) -> None:
+        """Partitions revoked: drop what was noted for them (their events' offsets were
+        not committed, so their next owner processes them again)."""
+        if not partitions:
+            return
+        self._pending = {k: v for k, v in self._pending.items() if v[0] not in partitions}
+
+    def _note(self, key: bytes, record: SessionRecord | None) -> None:
+        table = self._table
+        assert _is_partitioned(table)
+        self._pending[key] = (table.current_partition(), record)
+        if len(self._pending) >= self._max_pending:
+            self.write_pending()  # bounded memory; a commit writes the rest
+
+    def _write(self, key: bytes, record: SessionRecord) -> None:
+        encoded = record.encode()
+        self._table[key] = encoded
+        self._decoded[key] = (encoded, record)
+        self._decoded.move_to_end(key)
+        if len(self._decoded) > MAX_DECODED_RECORDS:
+            self._decoded.popitem(last=False)
+
+
+def _is_partitioned(table: object) -> TypeGuard[PartitionedTable]:
+    return hasattr(table, "writing_in") and hasattr(table, "current_partition")

@@ -20,6 +20,9 @@
   own start-up (metadata, first fetch) is not counted as latency. Also printed: the
   worker's own event-to-verdict-acknowledged histogram (`/metrics`), as bucket bounds.
 * --profile: the sustained run under cProfile; prints the top functions.
+* --py-spy OUT: the one-worker sustained run sampled by py-spy (200 Hz, collapsed
+  stacks written to OUT; `pip install py-spy` into the venv first). cProfile's per-call
+  overhead inflates the many small calls of the detector several times over.
 Each run uses topics and an app id of its own. Targets (issue 4): >= 5,000 events/s
 sustained; p99 <= 50 ms at 1,000 events/s.
 """
@@ -73,8 +76,13 @@ def worker_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
     return env
 
 
-def start_worker(env: dict[str, str], log: Path, profile: Path | None) -> subprocess.Popen[bytes]:
+def start_worker(
+    env: dict[str, str], log: Path, profile: Path | None, sampled: Path | None = None
+) -> subprocess.Popen[bytes]:
     command = [sys.executable]
+    if sampled is not None:  # py-spy's raw (collapsed stacks) output; cProfile inflates calls
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        command = [spy, "record", "-r", "200", "-f", "raw", "-o", str(sampled), "--", *command]
     if profile is not None:
         command += ["-m", "cProfile", "-o", str(profile)]
     command += ["-m", "loopwatch.streams.cli", "worker", "--loglevel", "warning"]
@@ -203,12 +211,15 @@ async def run_workers(
 ) -> list[float]:
     """`workers` worker processes of one app over the backlog; their verdicts' times."""
     profile = workdir / "worker.prof" if args.profile and workers == 1 else None
+    sampled = Path(args.py_spy).resolve() if args.py_spy and workers == 1 else None
     procs = []
     for n in range(workers):
         own = dict(env)
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
-        procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile))
+        procs.append(
+            start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled)
+        )
     try:
         got = await collect(
             args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions, count, deadline=600
@@ -404,6 +415,12 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--py-spy",
+        metavar="OUT",
+        help="sample the one-worker run with py-spy (installed in the venv) into OUT "
+        "(collapsed stacks)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="1: skip the two-worker run")
     parser.add_argument("--only", choices=("sustained", "latency"))
     args = parser.parse_args()

@@ -17,7 +17,9 @@ Private APIs touched, by module:
 * `session_table`: `faust.Table.on_key_set` / `on_key_del` (changelog records through
   the batched outputs), `on_rebalance`, `on_recovery_completed`; the RocksDB store's
   `_db_for_partition` and `_visible_items` (records kept in the store, announced after
-  recovery, which does not re-read them).
+  recovery, which does not re-read them); `faust.streams._current_event` (set to a
+  stand-in event of one partition by `writing_in`, for the writes made at each offset
+  commit, outside of the agent).
 * `app`: `App.maybe_start_producer` (skips `@stampede` per send), `App.on_init_dependencies`
   (faust's Monitor replaced by a no-op sensor), `App.transport` set to the guarded one
   (`guard_commits`: the outputs' flush passed to the consumer explicitly),

@@ -12,14 +12,24 @@ offset the store already holds, so `on_changelog_event` sees none of the older r
 once recovery is done, the table passes the records it kept for each newly assigned
 partition through `on_changelog_event` too, as if they had been read from the changelog
 (the worker rebuilds its index of session deadlines from these calls).
+
+`writing_in(partition)` lets the worker write the table outside of its agent (the
+session store writes each session's newest record once per offset commit, from the
+commit; `streams.session_store`): faust's table and its RocksDB store take the partition
+of a write from the current event, so a stand-in event of that partition is made current
+for the writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import faust
+from faust.streams import _current_event
 from faust.types import TP
 from faust.types.tuples import Message
 
@@ -76,6 +86,24 @@ class SessionTable(faust.Table[bytes, bytes]):
                 if tp not in self.app.assignor.assigned_actives():
                     return  # revoked meanwhile
 
+    @contextlib.contextmanager
+    def writing_in(self, partition: int) -> Iterator[None]:
+        """Table reads and writes in this block go to `partition` (its changelog partition
+        and, with RocksDB, its store), as if an event of that partition were current."""
+        # Its topic is the changelog's: faust checks the partition count of a current
+        # event's topic against the changelog's, which this passes trivially.
+        message = Message(self._changelog_name(), partition, -1, 0.0, 0, [], None, None, None)
+        stand_in = _StandInEvent(message)
+        token = _current_event.set(weakref.ref(stand_in))  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            _current_event.reset(token)
+
+    def current_partition(self) -> int:
+        """The partition of the current event (the agent's): where a write goes now."""
+        return self._partition(None)
+
     def on_key_set(self, key: Any, value: Any) -> None:
         if self.outputs is None:
             super().on_key_set(key, value)
@@ -103,3 +131,13 @@ class SessionTable(faust.Table[bytes, bytes]):
         if partition is None:
             raise RuntimeError("the sessions table is written outside of its agent")
         return int(partition)
+
+
+class _StandInEvent:
+    """What faust's table and stores read of the current event: its message (topic,
+    partition). faust's context variable refers to it weakly, as to real events."""
+
+    __slots__ = ("__weakref__", "message")
+
+    def __init__(self, message: Message) -> None:
+        self.message = message

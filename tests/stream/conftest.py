@@ -88,7 +88,14 @@ class Harness:
 
     @property
     def changelog(self) -> list[Sent]:
+        """Changelog records, as the next offset commit leaves them (the session store
+        writes each session's newest record once per commit)."""
+        self.commit_writes()
         return self.on("changelog")
+
+    def commit_writes(self) -> None:
+        """What an offset commit does first: write the sessions' noted records."""
+        self.app.loopwatch_store.write_pending()
 
     @property
     def pending(self) -> list[asyncio.Future[Any]]:
@@ -114,6 +121,8 @@ class Harness:
 
     @property
     def table(self) -> Any:
+        """The sessions table as the next offset commit leaves it."""
+        self.commit_writes()
         return self.app.loopwatch_table
 
     def metrics_text(self) -> str:

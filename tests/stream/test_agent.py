@@ -192,3 +192,31 @@ async def test_metrics_count_by_type_rule_and_agent_without_session_ids(harness:
     assert "loopwatch_active_sessions 1.0" in text
     assert "loopwatch_event_to_verdict_seconds_count" in text
     assert "secret-session-id" not in text
+
+
+async def test_a_commit_writes_one_changelog_record_per_session_before_its_flush(
+    harness: Harness,
+) -> None:
+    one, two = _looping_session("s1"), _looping_session("s2")
+    for first, second in zip(one.events, two.events, strict=True):
+        await harness.put_event(first)
+        await harness.put_event(second)
+    # Between commits the newest records are only noted: the verdicts went out already.
+    assert len(harness.on("verdicts")) == len(one.events) * 2
+    assert _changelog_sent(harness) == []
+    assert harness.app.loopwatch_store.pending == 2
+    # The consumer's hook before each offset commit writes them, then flushes.
+    await harness.app.transport.before_commit()
+    written = _changelog_sent(harness)
+    assert sorted(s.key for s in written) == [b"s1", b"s2"]
+    for sent in written:
+        assert sent.value is not None
+        assert SessionRecord.decode(sent.value).last_seq == one.events[-1].seq
+    assert harness.app.loopwatch_store.pending == 0
+    await harness.app.transport.before_commit()
+    assert len(_changelog_sent(harness)) == 2  # nothing new to write
+
+
+def _changelog_sent(harness: Harness) -> list[Any]:
+    """Changelog records sent so far (`harness.changelog` writes the noted ones first)."""
+    return [s for s in harness.outputs.sent if s.topic == "changelog"]

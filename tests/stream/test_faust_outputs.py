@@ -40,16 +40,20 @@ class _Metadata:
 async def test_exactly_once_builds_faust_outputs_and_leaves_the_changelog_to_faust() -> None:
     app = create_app(stream_settings(processing_guarantee="exactly_once"))
     # The consumer flushes the outputs before each commit (passed to it explicitly).
-    outputs = app.transport.before_commit.__self__
+    assert app.transport.before_commit is not None
+    outputs = app.loopwatch_outputs
     assert isinstance(outputs, FaustOutputs)
     assert app.loopwatch_table.outputs is None
+    assert not app.loopwatch_store.deferred  # faust writes each event's record itself
 
 
 async def test_at_least_once_builds_batched_outputs_for_records_and_changelog() -> None:
     app = create_app(stream_settings())
-    outputs = app.transport.before_commit.__self__
+    assert app.transport.before_commit is not None
+    outputs = app.loopwatch_outputs
     assert isinstance(outputs, BatchedOutputs)
     assert app.loopwatch_table.outputs is outputs
+    assert app.loopwatch_store.deferred  # one record per session per commit
 
 
 async def test_faust_outputs_send_through_the_topic_and_report_delivery() -> None:
