@@ -145,15 +145,7 @@ def create_app(
         metrics=metrics,
     )
     holder["handler"] = handler
-    flush = outputs.flush
-
-    async def before_commit() -> None:
-        # The sessions' newest records first, so the flush covers their changelog records:
-        # an offset is committed only after its event's record and verdict are stored.
-        store.write_pending()
-        await flush()
-
-    guard_commits(app, before_commit)
+    _guard_commits(app, store, outputs)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
@@ -228,6 +220,18 @@ def _add_stream_agent(
             raise
 
     app.agent(topic, name="loopwatch.process_events", concurrency=1)(process_events)
+
+
+def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None:
+    """Before each offset commit: the sessions' noted records to the table, then the
+    outputs' flush (which covers their changelog records), so an offset is committed
+    only after its event's session record and verdict are acknowledged."""
+
+    async def before_commit() -> None:
+        store.write_pending()
+        await outputs.flush()
+
+    guard_commits(app, before_commit)
 
 
 def _canonical_url(settings: Settings) -> dict[str, Any]:
