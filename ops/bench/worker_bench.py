@@ -217,9 +217,7 @@ async def run_workers(
         own = dict(env)
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
-        procs.append(
-            start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled)
-        )
+        procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled))
     try:
         got = await collect(
             args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions, count, deadline=600
