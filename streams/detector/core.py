@@ -51,7 +51,7 @@ def observe(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = ALL_RULES,
+    rules: RuleSet | None = None,
     policy: PolicyRef | None = None,
 ) -> tuple[SessionState | None, LoopVerdict | None]:
     """Apply one event to a session's state and evaluate the rules.
@@ -60,8 +60,11 @@ def observe(
     event's verdict. An event whose `seq` is not above the last processed one is a
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
-    `rules` applies to a new session; an existing one keeps its state's rules. `config`
-    chooses which of them judge (its profile and switches, docs/contract.md §9).
+    `config` chooses which rules judge (its profile and switches, docs/contract.md §9),
+    and the state keeps only what those rules read: a state of the `ALL_RULES` family
+    switches to `ALL_RULES.kept_for(config)` at this event (a tracker new to it starts
+    empty, one no longer read is dropped, §9.1). `rules` instead fixes the set: it
+    applies to a new session, and an existing one keeps its state's rules.
     `policy`: the policy record `config` comes from, named in the verdict (§9.8).
     The input state is never modified. `observe_episodes` also returns loop episodes.
     """
@@ -92,12 +95,16 @@ def observe_episodes(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = ALL_RULES,
+    rules: RuleSet | None = None,
     policy: PolicyRef | None = None,
 ) -> Observation:
     """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
         return Observation(state, None)
+    if rules is None:
+        rules = ALL_RULES.kept_for(config)
+        if state is not None and state.rules is not rules and state.rules.family is ALL_RULES:
+            state = state.keeping(rules)
     new = advance(state, event, rules)
     match = first_match(new, config)
     warning = None if match is None else warning_of(match, texts)

@@ -11,8 +11,8 @@ its outcome, shared by `repeated_call_in_turn`, `repeated_cycle` and the result-
 * `repeated_cycle` (§9.4): the last 5 completed units and, per period 2-5, the length of
   the periodic tail, so a new unit costs O(1).
 
-Kept whatever the profile (the state's rule set always holds this tracker), so a policy
-switching a rule on judges the next event as a re-scan of the history would. An outcome
+Kept only while one of those rules runs (`RuleSet.kept_for`, docs/contract.md §9.1): a
+session judged by the seed profile has no part for it and pays nothing. An outcome
 is a multiset of signatures, held as (count, sum of the signatures as 256-bit numbers):
 equal multisets give equal pairs, different ones collide with negligible chance. No raw
 content: call ids are digests.
