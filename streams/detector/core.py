@@ -32,7 +32,7 @@ from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, trac
 from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
-from loopwatch.streams.detector.tools import fingerprint_digest, short_digest
+from loopwatch.streams.detector.tools import fingerprint_digest, id_digest, short_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,7 @@ def _remember_calls(state: SessionState, event: AssistantMessage) -> list[str]:
     for call in event.tool_calls:
         digest = fingerprint_digest(call.fingerprint or call_fingerprint(call.name, call.arguments))
         digests.append(digest)
-        key = short_digest(call.id)
+        key = id_digest(call.id)
         calls.pop(key, None)  # re-inserted at the end: the newest call with an id wins
         calls[key] = digest
     while len(calls) > MAX_REMEMBERED_CALLS:
@@ -219,7 +219,7 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
     if event.call_fingerprint is not None:
         call = fingerprint_digest(event.call_fingerprint)
     else:
-        call = state.calls.get(short_digest(event.call_id))
+        call = state.calls.get(id_digest(event.call_id))
     if call is None:
         return None
     result = fingerprint_digest(

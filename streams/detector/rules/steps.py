@@ -25,7 +25,7 @@ from typing import Any
 
 from loopwatch.models import AssistantMessage, ToolResult
 from loopwatch.streams.detector.rules.base import Tracker
-from loopwatch.streams.detector.tools import short_digest
+from loopwatch.streams.detector.tools import id_digest, short_digest
 
 MAX_STEP_IDS = 64
 """A tool step with more distinct call ids has an unknown outcome (contract §9.1): it
@@ -276,7 +276,7 @@ class StepsTracker(Tracker[Steps]):
         return on_tool_step(
             part,
             batch=batch,
-            id_digests=[short_digest(call.id) for call in event.tool_calls],
+            id_digests=[id_digest(call.id) for call in event.tool_calls],
             fingerprints=call_digests,
             names=names,
             tools=tuple(sorted(set(names))),
@@ -286,7 +286,7 @@ class StepsTracker(Tracker[Steps]):
     def on_result(self, part: Steps, event: ToolResult, signature: str | None) -> Steps:
         if part.ids is None:
             return part
-        return on_result(part, short_digest(event.call_id), signature)
+        return on_result(part, id_digest(event.call_id), signature)
 
     def to_snapshot(self, part: Steps, *, copy: bool) -> Any:
         return to_snapshot(part)
