@@ -92,6 +92,19 @@ async def write_policy(settings: Settings, policy: Policy) -> None:
         await producer.stop()
 
 
+async def delete_policy(settings: Settings, key: str) -> None:
+    """Publish a tombstone for `key` (its policy is removed), acknowledged by all in-sync
+    replicas."""
+    producer = AIOKafkaProducer(**settings.aiokafka_kwargs(), acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            settings.config_topic, None, key=key.encode(), partition=PARTITION
+        )
+    finally:
+        await producer.stop()
+
+
 class PolicyFollower:
     """Keeps a worker's `PolicyBook` up to date with the topic, for as long as it runs."""
 
