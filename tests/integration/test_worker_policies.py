@@ -5,7 +5,9 @@ dead-letter topic and the previous policy stays."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -18,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from loopwatch.models import DEFAULT_KEY, parse_policy
 from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
 from loopwatch.streams.policy_topic import write_policy
-from tests.integration.worker_harness import WorkerEnv, WorkerProcess
+from tests.integration.worker_harness import WorkerEnv, WorkerProcess, free_port
 
 pytestmark = pytest.mark.kafka
 
@@ -52,6 +54,21 @@ class Sessions:
             self.env.events, json.dumps(event).encode(), key=session.encode()
         )
         return await self.verdict(session, seq)
+
+    async def until_judged_by(
+        self, session: str, agent: str, policy: dict[str, Any] | None, before: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Triple calls until a verdict names `policy` (None: no `policy` field, the
+        built-in policy); every verdict before it must name `before`'s policy and give
+        `before`'s warning (the worker applies a record to the events after it read it)."""
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            verdict = await self.triple_call(session, agent)
+            if verdict.get("policy") == policy:
+                return verdict
+            assert verdict.get("policy") == before.get("policy"), verdict
+            assert verdict["warning"] == before["warning"], verdict
+        raise AssertionError(f"no verdict judged by {policy} within {DEADLINE} s")
 
     async def verdict(self, session: str, seq: int) -> dict[str, Any]:
         end = time.monotonic() + DEADLINE
@@ -158,3 +175,54 @@ async def test_a_new_policy_applies_to_the_next_events_and_a_bad_one_changes_not
     assert verdict["warning"] is None  # the only tool is exempt
     still_own = await sessions.triple_call("s2", "agent-x")
     assert still_own["policy"] == {"key": "agent-x", "version": 1}
+
+
+async def policy_command(env: WorkerEnv, *args: str) -> tuple[int, str]:
+    """`loopwatch policy ARGS` as an operator runs it: (exit code, stdout + stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "loopwatch.streams.cli",
+        "policy",
+        *args,
+        env=env.env(web_port=free_port()),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), DEADLINE)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def test_a_deleted_policy_falls_back_to_the_default_then_to_the_settings(
+    worker: tuple[WorkerEnv, Sessions, WorkerProcess],
+) -> None:
+    env, sessions, process = worker
+    settings = env.settings()
+    builtin = await sessions.triple_call("s1", "agent-x")
+    assert builtin["warning"] is None and "policy" not in builtin, process.log()[-3000:]
+    # The agent's own record first: its events never meet the default alone.
+    await write_policy(settings, parse_policy("agent-x", b'{"version": 3, "profile": "extended"}'))
+    # The fleet default: extended too, but 4 identical calls in a turn before a warning.
+    fleet = b'{"version": 7, "profile": "extended", "call_in_turn_threshold": 4}'
+    await write_policy(settings, parse_policy(DEFAULT_KEY, fleet))
+    own = await sessions.until_judged_by("s1", "agent-x", {"key": "agent-x", "version": 3}, builtin)
+    assert own["warning"]["rule"] == "repeated_call_in_turn", own
+
+    code, output = await policy_command(env, "delete", "agent-x")
+    assert (code, output.strip()) == (0, "deleted agent-x (was version 3)"), output
+    # The agent's next events: the fleet default (3 identical calls stay under its 4).
+    default = await sessions.until_judged_by("s1", "agent-x", {"key": "*", "version": 7}, own)
+    assert default["warning"] is None
+    assert await policy_command(env, "list") == (0, "*\t7\textended\n")
+    code, output = await policy_command(env, "get", "agent-x")
+    assert code == 3 and "no policy for 'agent-x'" in output
+    code, output = await policy_command(env, "delete", "agent-x")  # nothing left to delete
+    assert code == 3 and "no policy for 'agent-x'" in output
+
+    code, output = await policy_command(env, "delete", "*")
+    assert (code, output.strip()) == (0, "deleted * (was version 7)"), output
+    # Without a default: the worker's settings (the seed profile), and no `policy` field.
+    settings_policy = await sessions.until_judged_by("s1", "agent-x", None, default)
+    assert settings_policy["warning"] is None
+    assert await policy_command(env, "list") == (0, "")
