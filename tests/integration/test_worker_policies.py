@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from loopwatch.models import DEFAULT_KEY, parse_policy
 from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
-from loopwatch.streams.policy_topic import write_policy
+from loopwatch.streams.policy_topic import dead_letter_group, write_policy
 from tests.integration.worker_harness import WorkerEnv, WorkerProcess, free_port
 
 pytestmark = pytest.mark.kafka
@@ -226,3 +226,69 @@ async def test_a_deleted_policy_falls_back_to_the_default_then_to_the_settings(
     settings_policy = await sessions.until_judged_by("s1", "agent-x", None, default)
     assert settings_policy["warning"] is None
     assert await policy_command(env, "list") == (0, "")
+
+
+async def committed_dead_letter_offset(env: WorkerEnv) -> int | None:
+    """How far dead-lettering of the policy topic got (the group's committed offset)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=env.bootstrap,
+        group_id=dead_letter_group(env.settings()),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        offset: int | None = await consumer.committed(TopicPartition(env.config, 0))
+        return offset
+    finally:
+        await consumer.stop()
+
+
+async def letters_up_to(bootstrap: str, topic: str, source_offset: int) -> list[int]:
+    """The source offsets of the policy dead letters, read until the one of
+    `source_offset` (one worker dead-letters in offset order: any copy of an earlier
+    record comes before it)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    found: list[int] = []
+    try:
+        end = time.monotonic() + DEADLINE
+        while source_offset not in found and time.monotonic() < end:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [int(dict(record.headers)[HEADER_OFFSET]) for record in records]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def test_an_invalid_record_is_dead_lettered_once_across_worker_starts(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    env = WorkerEnv.unique(kafka_bootstrap, partitions=1)
+    await env.create_topics()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(env.config, b'{"version": 1, "threshold": 0}', key=b"a")
+        first = WorkerProcess(env, tmp_path, name="first")
+        try:
+            assert await letters_up_to(kafka_bootstrap, env.dlq, 0) == [0], first.log()[-3000:]
+            # The holder commits right after the dead letter is acknowledged; stopping
+            # before that would be the documented crash case (a second copy).
+            end = time.monotonic() + DEADLINE
+            while await committed_dead_letter_offset(env) != 1:
+                assert time.monotonic() < end, first.log()[-3000:]
+        finally:
+            assert first.stop() == 0, first.log()[-3000:]
+
+        second = WorkerProcess(env, tmp_path, name="second")
+        try:
+            # A second invalid record: once its dead letter is there, the second start
+            # has read past the first record, and did not dead-letter it again.
+            await producer.send_and_wait(env.config, b'{"version": 0}', key=b"b")
+            letters = await letters_up_to(kafka_bootstrap, env.dlq, 1)
+            assert letters == [0, 1], second.log()[-3000:]
+            assert "dead letter policy at" in second.log()
+        finally:
+            second.stop()
+    finally:
+        await producer.stop()
