@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from loopwatch.models import DEFAULT_KEY, parse_policy
 from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
@@ -292,3 +293,47 @@ async def test_an_invalid_record_is_dead_lettered_once_across_worker_starts(
             second.stop()
     finally:
         await producer.stop()
+
+
+async def dead_letter_group_members(env: WorkerEnv) -> tuple[str, int]:
+    """(state, members) of the fleet's dead-lettering group."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=env.bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_consumer_groups([dead_letter_group(env.settings())])
+        group = response.groups[0]
+        return str(group[2]), len(group[5])
+    finally:
+        await admin.close()
+
+
+async def test_two_running_workers_dead_letter_an_invalid_record_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    env = WorkerEnv.unique(kafka_bootstrap, partitions=1)
+    await env.create_topics()
+    workers = [WorkerProcess(env, tmp_path, name=f"worker-{n}") for n in (1, 2)]
+
+    def logs() -> str:
+        return "\n".join(worker.log()[-2000:] for worker in workers)
+
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        # Both workers in the group, its partition assigned: no hand-over to come.
+        end = time.monotonic() + DEADLINE
+        while await dead_letter_group_members(env) != ("Stable", 2):
+            assert time.monotonic() < end, logs()
+        await producer.send_and_wait(env.config, b'{"version": 1, "rules": {"x": 1}}', key=b"a")
+        await producer.send_and_wait(env.config, b"not json", key=b"b")
+        assert await letters_up_to(kafka_bootstrap, env.dlq, 1) == [0, 1], logs()
+        # One of them dead-lettered both; each folds both (and logs them) in its own time.
+        assert sum(worker.log().count("dead letter policy at") for worker in workers) == 2
+        end = time.monotonic() + DEADLINE
+        while any(w.log().count("invalid policy record at offset") < 2 for w in workers):
+            assert time.monotonic() < end, logs()
+            await asyncio.sleep(0.1)  # polling a log file against a deadline
+    finally:
+        await producer.stop()
+        for worker in workers:
+            worker.stop()
