@@ -27,7 +27,7 @@ from loopwatch.streams.lag import PartitionProgress, assigned_positions
 from loopwatch.streams.metrics import CONTENT_TYPE, Metrics
 from loopwatch.streams.outputs import BatchedOutputs, FaustOutputs, Outputs
 from loopwatch.streams.policy_book import InvalidPolicy, PolicyBook
-from loopwatch.streams.policy_topic import PolicyFollower
+from loopwatch.streams.policy_topic import PolicyDeadLetters, PolicyFollower
 from loopwatch.streams.processing import PipelineOptions
 from loopwatch.streams.readiness import AgentHealth, Readiness, serve_health
 from loopwatch.streams.record_handler import RecordHandler
@@ -125,7 +125,7 @@ def create_app(
         outputs = _default_outputs(app, settings, topics, table)
     # under exactly_once faust's transaction manager writes the changelog
     table.outputs = None if isinstance(outputs, FaustOutputs) else outputs
-    policies, follower = _policies(app, settings, holder, follow=follow_policies)
+    policies, follower = _policies(app, settings, metrics, follow=follow_policies)
     # Deferred writes: one table write (changelog record) per session per offset commit,
     # made just before the commit's flush (not under exactly_once: faust's transactions
     # write the changelog with each event there).
@@ -239,19 +239,20 @@ def _canonical_url(settings: Settings) -> dict[str, Any]:
 
 
 def _policies(
-    app: Any, settings: Settings, holder: dict[str, RecordHandler], *, follow: bool
+    app: Any, settings: Settings, metrics: Metrics, *, follow: bool
 ) -> tuple[PolicyBook, PolicyFollower | None]:
-    """The policies in force and, when `follow`, a task of the app that keeps them in step
-    with the policy topic."""
+    """The policies in force and, when `follow`, the app's tasks that keep them in step
+    with the policy topic and dead-letter its invalid records (once per fleet)."""
     policies = PolicyBook(settings.detection)
     if not follow:
         return policies, None
 
-    async def on_invalid_policy(record: Any, error: InvalidPolicy) -> None:
-        await holder["handler"].dead_letter_policy(record, error)
+    def on_dead_lettered(_record: Any, _error: InvalidPolicy) -> None:
+        metrics.dead_letters.labels("policy").inc()
 
-    follower = PolicyFollower(settings, policies, on_invalid_policy)
+    follower = PolicyFollower(settings, policies)
     app.task(follower.run)
+    app.task(PolicyDeadLetters(settings, on_dead_lettered).run)
     return policies, follower
 
 

@@ -2,7 +2,9 @@
 
 `read_policies` folds the whole topic once (for `loopwatch policy`); `PolicyFollower`
 reads it from the beginning and then keeps following it, inside the worker, outside any
-consumer group: every worker needs every policy.
+consumer group: every worker needs every policy. `PolicyDeadLetters` dead-letters the
+invalid records once per fleet: the workers share a consumer group on the topic, and the
+one member that holds its partition does it, committing how far it got.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError
 
-from loopwatch.models import InvalidPolicy, Policy
+from loopwatch.models import InvalidPolicy, Policy, parse_policy
+from loopwatch.models.policy import check_key
+from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from loopwatch.streams.policy_book import PolicyBook
 from loopwatch.streams.settings import Settings
 
@@ -29,6 +34,26 @@ RETRY_SECONDS = 1.0
 
 OnInvalid = Callable[[Any, InvalidPolicy], Awaitable[None]]
 """Called with the consumer record and the error of each invalid record."""
+OnDeadLettered = Callable[[Any, InvalidPolicy], None]
+"""Called once a dead letter of an invalid record is acknowledged (the worker counts it)."""
+
+
+def dead_letter_group(settings: Settings) -> str:
+    """The consumer group whose committed offset on the policy topic says how far
+    dead-lettering got: one per app id, so one per fleet."""
+    return f"{settings.app_id}-policy-dead-letters"
+
+
+def invalid(record: Any) -> InvalidPolicy | None:
+    """Why a policy record cannot be used (what `PolicyBook.apply` would raise), or None."""
+    try:
+        if record.value is None:
+            check_key(record.key)
+        else:
+            parse_policy(record.key, record.value)
+    except InvalidPolicy as exc:
+        return exc
+    return None
 
 
 def _consumer(settings: Settings) -> AIOKafkaConsumer:
@@ -56,6 +81,13 @@ async def _fold(book: PolicyBook, records: list[Any], on_invalid: OnInvalid) -> 
 
 async def _ignore(_record: Any, _error: InvalidPolicy) -> None:
     return None
+
+
+async def _log_invalid(record: Any, error: InvalidPolicy) -> None:
+    # Dead-lettered once per fleet by `PolicyDeadLetters`; each worker only says it.
+    log.warning(
+        "invalid policy record at offset %d (the key's policy stays): %s", record.offset, error
+    )
 
 
 async def read_policies(
@@ -92,10 +124,25 @@ async def write_policy(settings: Settings, policy: Policy) -> None:
         await producer.stop()
 
 
+async def delete_policy(settings: Settings, key: str) -> None:
+    """Publish a tombstone for `key` (its policy is removed), acknowledged by all in-sync
+    replicas."""
+    producer = AIOKafkaProducer(**settings.aiokafka_kwargs(), acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            settings.config_topic, None, key=key.encode(), partition=PARTITION
+        )
+    finally:
+        await producer.stop()
+
+
 class PolicyFollower:
     """Keeps a worker's `PolicyBook` up to date with the topic, for as long as it runs."""
 
-    def __init__(self, settings: Settings, book: PolicyBook, on_invalid: OnInvalid) -> None:
+    def __init__(
+        self, settings: Settings, book: PolicyBook, on_invalid: OnInvalid = _log_invalid
+    ) -> None:
         self._settings = settings
         self._book = book
         self._on_invalid = on_invalid
@@ -143,3 +190,92 @@ class PolicyFollower:
                     self._next_offset = records[-1].offset + 1
         finally:
             await consumer.stop()
+
+
+class PolicyDeadLetters:
+    """Dead-letters each invalid record of the policy topic once per fleet (contract §9.7).
+
+    Every worker runs one; they share the consumer group `dead_letter_group`, so one
+    member at a time holds the topic's partition. It reads from the group's committed
+    offset, sends each invalid record to the dead-letter topic, and once the broker has
+    acknowledged the dead letter (acks=all) commits the offset after it; after each batch
+    it commits the offset after the batch. The committed offset thus promises that every
+    invalid record below it has been dead-lettered. A crash (or a hand-over in a
+    rebalance) between an acknowledged dead letter and its commit has the next holder
+    dead-letter that record again: a duplicate, never a loss.
+    """
+
+    def __init__(self, settings: Settings, on_dead_lettered: OnDeadLettered | None = None) -> None:
+        self._settings = settings
+        self._on_dead_lettered = on_dead_lettered
+
+    async def run(self) -> None:
+        """For as long as the worker runs: a broker error restarts the work after a short
+        backoff (resuming from the committed offset) instead of ending the task."""
+        while True:
+            try:
+                await self._serve()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any client failure: log it, begin again
+                log.warning(
+                    "dead-lettering invalid records of %s failed (%s); again in %g s",
+                    self._settings.config_topic,
+                    type(exc).__name__,
+                    RETRY_SECONDS,
+                )
+                await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
+
+    async def _serve(self) -> None:
+        settings = self._settings
+        consumer = AIOKafkaConsumer(
+            settings.config_topic,
+            **settings.aiokafka_kwargs(),
+            client_id=f"{settings.app_id}-policy-dead-letters",
+            group_id=dead_letter_group(settings),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # no committed offset yet: every record
+        )
+        producer = AIOKafkaProducer(**settings.aiokafka_kwargs(), acks="all")
+        try:
+            await asyncio.wait_for(consumer.start(), START_TIMEOUT_SECONDS)
+            await asyncio.wait_for(producer.start(), START_TIMEOUT_SECONDS)
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for tp, records in batches.items():
+                    try:
+                        for record in records:
+                            error = invalid(record)
+                            if error is not None:
+                                await self._dead_letter(producer, record, error)
+                                await consumer.commit({tp: record.offset + 1})
+                        if records:
+                            await consumer.commit({tp: records[-1].offset + 1})
+                    except CommitFailedError:
+                        # The partition went to another member in a rebalance: it goes
+                        # on from the committed offset (this batch's records again).
+                        log.info("%s changed hands; the new holder goes on", tp)
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    async def _dead_letter(
+        self, producer: AIOKafkaProducer, record: Any, error: InvalidPolicy
+    ) -> None:
+        letter = DeadLetter("policy", str(error))
+        source = SourcePosition(record.topic, record.partition, record.offset)
+        log.warning(
+            "dead letter policy at %s[%d]@%d: %s",
+            source.topic,
+            source.partition,
+            source.offset,
+            letter.reason,
+        )
+        await producer.send_and_wait(
+            self._settings.dlq_topic,
+            record.value,
+            key=record.key,
+            headers=dead_letter_headers(letter, source),
+        )
+        if self._on_dead_lettered is not None:
+            self._on_dead_lettered(record, error)

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from loopwatch.models import InvalidPolicy
 from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from loopwatch.streams.expiry import ExpiryIndex
 from loopwatch.streams.metrics import Metrics
@@ -195,11 +194,6 @@ class RecordHandler:
             message.value,
             headers=dead_letter_headers(letter, source),
         )
-
-    async def dead_letter_policy(self, record: Any, error: InvalidPolicy) -> None:
-        """An invalid record on the policy topic (an aiokafka ConsumerRecord): to the
-        dead-letter topic with its error; the key's previous policy stays."""
-        await self._dead_letter(record, DeadLetter("policy", str(error)))
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the expiry index from them."""

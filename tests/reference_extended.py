@@ -10,7 +10,7 @@ which way this module reads it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loopwatch.models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
@@ -260,12 +260,69 @@ def threshold_in_force(config: DetectionConfig, rule: str, names: tuple[str, ...
     return _rule_threshold(config, rule)
 
 
+# --- which events each rule sees (§9.1: state kept only while a rule reads it) -------
+
+
+def state_of(rule: str, config: DetectionConfig) -> str:
+    """The state a rule reads: rules 1-2 share the run of results, rules 5, 6 and the
+    result-aware rule 4 the tool-step state."""
+    if rule == "repeated_batch":
+        return "steps" if _result_aware(config) else "batch"
+    return {
+        "repeated_failed_mutation": "result",
+        "repeated_result": "result",
+        "repeated_read_range": "chain",
+    }.get(rule, "steps")
+
+
+class KeptSince:
+    """Where each state's view of a session begins: at the first event of the newest run
+    of events judged by configs that run a rule reading it (§9.1)."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, int] = {}
+
+    def judge(self, index: int, config: DetectionConfig) -> dict[str, int]:
+        """The event at `index` of the session's history is judged by `config`."""
+        kept = {state_of(rule, config) for rule in enabled(config)}
+        self.since = {state: self.since.get(state, index) for state in kept}
+        return self.since
+
+
+def view(history: Sequence[AgentEvent], start: int) -> list[AgentEvent]:
+    """The session as a state kept from event `start` on sees it: the events from there,
+    each tool result resolved to its call over the whole session (§9.1)."""
+    if start == 0:
+        return list(history)
+    calls: dict[str, str] = {}
+    for event in history[:start]:
+        if isinstance(event, AssistantMessage):
+            for call in event.tool_calls:
+                calls[call.id] = reference.fingerprint_of_call(call)
+    out: list[AgentEvent] = []
+    for event in history[start:]:
+        if isinstance(event, AssistantMessage):
+            for call in event.tool_calls:
+                calls.pop(call.id, None)  # resolved within the view from here on
+        elif isinstance(event, ToolResult) and event.call_fingerprint is None:
+            found = calls.get(event.call_id)
+            if found is not None:
+                out.append(event.model_copy(update={"call_fingerprint": found}))
+                continue
+        out.append(event)
+    return out
+
+
 def expected_warning(
-    history: Sequence[AgentEvent], config: DetectionConfig
+    history: Sequence[AgentEvent],
+    config: DetectionConfig,
+    since: Mapping[str, int] | None = None,
 ) -> ExpectedWarning | None:
-    """The warning contract §9 gives to the last event of `history`."""
+    """The warning contract §9 gives to the last event of `history`; `since`: where each
+    state's view begins (`KeptSince`), from the first event when not given."""
     for rule in enabled(config):
-        candidate = CANDIDATES[rule](history, config)
+        start = 0 if since is None else since.get(state_of(rule, config), 0)
+        candidate = CANDIDATES[rule](view(history, start), config)
         if candidate is None:
             continue
         names, count = candidate

@@ -8,15 +8,20 @@ the files), timed with `time.process_time` and the fastest of `--reps` runs take
 shared, loaded machine the CPU time of the best run moves far less than wall-clock
 medians. `--repo` measures another checkout's core (e.g. today's main, from
 `git archive main`) with this interpreter, for a before/after ratio; `--profile
-extended` needs a checkout that has profiles.
+extended` needs a checkout that has profiles. A checkout from before the `loopwatch`
+package (top-level `models` and `streams`) is imported by those names; either way the
+bench stops if the core it imported is not the one under `--repo` (this venv's editable
+install would otherwise answer `loopwatch.*` with this checkout's core).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parents[2]
 
@@ -27,18 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--repo", type=Path, default=HERE)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(args.repo))
-    from loopwatch.models import EVENT_ADAPTER, DetectionConfig  # noqa: PLC0415  (from --repo)
-    from loopwatch.streams.detector import observe  # noqa: PLC0415
-
-    config = DetectionConfig() if args.profile == "seed" else DetectionConfig(profile=args.profile)
+    models, detector = _core(args.repo.resolve())
+    event_adapter, detection_config = models.EVENT_ADAPTER, models.DetectionConfig
+    observe = detector.observe
+    seed = args.profile == "seed"
+    config = detection_config() if seed else detection_config(profile=args.profile)
     trajectories = HERE.parent / "shared" / "data" / "trajectories"
     files = sorted(trajectories.glob("*.jsonl"))
     if not files:
         print(f"skipped: {trajectories} not found")
         return 0
     events = [
-        EVENT_ADAPTER.validate_json(line)
+        event_adapter.validate_json(line)
         for path in files
         for line in path.read_bytes().splitlines()
         if line.strip()
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     best = float("inf")
     warnings = 0
     for _ in range(args.reps):
+        _clear_caches()  # every run meets its call ids for the first time, as a worker does
         states: dict[str, object] = {}
         warnings = 0
         start = time.process_time()
@@ -63,6 +69,29 @@ def main(argv: list[str] | None = None) -> int:
         f"{warnings} warnings"
     )
     return 0
+
+
+def _clear_caches() -> None:
+    """Empty the memoised functions (functools caches) of the core's modules."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("loopwatch", "models", "streams") and module is not None:
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear):
+                    clear()
+
+
+def _core(repo: Path) -> tuple[Any, Any]:
+    """The models package and the detector of the checkout at `repo`."""
+    prefix = "loopwatch." if (repo / "loopwatch").is_dir() else ""
+    sys.path.insert(0, str(repo))
+    models = importlib.import_module(prefix + "models")
+    detector = importlib.import_module(prefix + "streams.detector")
+    for module in (models, detector):
+        where = Path(module.__file__ or "").resolve()
+        if not where.is_relative_to(repo):
+            raise SystemExit(f"{module.__name__} was imported from {where}, not from {repo}")
+    return models, detector
 
 
 if __name__ == "__main__":

@@ -13,9 +13,12 @@ summarises old messages, the messages still present are recognised by their cont
 were trimmed away are no longer placed. Messages that appear in front of the known ones
 (a summary replacing trimmed turns) are not new turns and are not published.
 
-Cost: each call digests every message of the history it is given (one SHA-256 of its
-JSON each), so a session of n model calls does O(n²) small hashes in total; the state
-kept is one (number, digest) pair per message of the latest history.
+Cost: a message is digested (SHA-256 of its JSON) once; a message object passed again
+(the runtime's history list grows by appending) reuses its digest, looked up by identity,
+so a call costs one dictionary lookup per message it was given before. Runtimes and
+adapters that build new message objects each call pay one digest per message per call.
+The state kept is one (number, digest, message) entry per message of the latest history
+(the objects are the runtime's own, alive in its history anyway).
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class HistoryTracker:
         self._reader = HistoryReader(fmt, tool_error)
         self._timeout = timeout
         self._window: list[tuple[int, str]] = []  # (number, digest) of the last history
+        # id(message) -> (message, digest) for the last history; holding the message keeps
+        # its id from being reused by another object
+        self._digests: dict[int, tuple[Message, str]] = {}
         self._next_number = 0
         self._system_digest: str | None = None
         self.last_wait: VerdictWait | None = None
@@ -98,13 +104,25 @@ class HistoryTracker:
 
     async def _publish_new(self, messages: Sequence[Message], system: str | None) -> list[int]:
         """Publish what is new; the numbers of the messages of this history."""
-        numbers, first_new = self._align([_digest(m) for m in messages])
+        numbers, first_new = self._align(self._digests_of(messages))
         if system is not None and _digest(system) != self._system_digest:
             self._system_digest = _digest(system)
             await self.session.system(system)
         for event in self._reader.events(messages, first_new):
             await self._publish(event, numbers[event.message_index])
         return numbers
+
+    def _digests_of(self, messages: Sequence[Message]) -> list[str]:
+        known = self._digests
+        digests: list[str] = []
+        for message in messages:
+            hit = known.get(id(message))
+            digests.append(hit[1] if hit is not None and hit[0] is message else _digest(message))
+        self._digests = {
+            id(message): (message, digest)
+            for message, digest in zip(messages, digests, strict=True)
+        }
+        return digests
 
     def _align(self, digests: list[str]) -> tuple[list[int], int]:
         """Numbers for the messages of this history, and the index of the first new one."""

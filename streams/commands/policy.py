@@ -1,4 +1,4 @@
-"""`loopwatch policy set|get|list`: per-agent policy records on `loopwatch-config`
+"""`loopwatch policy set|get|list|delete`: per-agent policy records on `loopwatch-config`
 (docs/contract.md §9.6-§9.7)."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from collections.abc import Coroutine
 from typing import Any
 
 from loopwatch.models import DetectionConfig, InvalidPolicy, parse_policy
+from loopwatch.models.policy import check_key
+from loopwatch.streams.commands.options import positive_float
 from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
 from loopwatch.streams.policy_book import PolicyBook
-from loopwatch.streams.policy_topic import read_policies, write_policy
+from loopwatch.streams.policy_topic import delete_policy, read_policies, write_policy
 from loopwatch.streams.settings import Settings, SettingsError
 
 EXIT_OK = 0
@@ -41,9 +43,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     get.set_defaults(handler=run_get)
     listing = actions.add_parser("list", help="list every key with its version and profile")
     listing.set_defaults(handler=run_list)
-    for action in (put, get, listing):
+    delete = actions.add_parser(
+        "delete",
+        help="remove the policy of one key (a tombstone): its agents fall back to the * "
+        "default, or to the workers' settings",
+    )
+    delete.add_argument("agent", help="the agent id, or * for the fleet default")
+    delete.set_defaults(handler=run_delete)
+    for action in (put, get, listing, delete):
         action.add_argument(
-            "--timeout", type=float, default=30.0, help="seconds to wait for the broker"
+            "--timeout",
+            type=positive_float,
+            default=30.0,
+            help="seconds to wait for the broker (default 30)",
         )
 
 
@@ -131,3 +143,23 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return _run(listing())
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    settings = _settings()
+    if isinstance(settings, str):
+        return _fail(settings, EXIT_USAGE)
+    try:
+        key = check_key(args.agent)
+    except InvalidPolicy as exc:
+        return _fail(f"invalid key: {exc}", EXIT_USAGE)
+
+    async def delete() -> int:
+        current = (await _current(settings, args.timeout)).get(key)
+        if current is None:
+            return _fail(f"no policy for {key!r}", EXIT_NOT_FOUND)
+        await delete_policy(settings, key)
+        print(f"deleted {key} (was version {current.version})")
+        return EXIT_OK
+
+    return _run(delete())

@@ -32,7 +32,7 @@ from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, trac
 from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
-from loopwatch.streams.detector.tools import fingerprint_digest, short_digest
+from loopwatch.streams.detector.tools import fingerprint_digest, id_digest, short_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ def observe(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = ALL_RULES,
+    rules: RuleSet | None = None,
     policy: PolicyRef | None = None,
 ) -> tuple[SessionState | None, LoopVerdict | None]:
     """Apply one event to a session's state and evaluate the rules.
@@ -60,8 +60,11 @@ def observe(
     event's verdict. An event whose `seq` is not above the last processed one is a
     duplicate or out of order: the state comes back unchanged and there is no verdict.
     `evaluated_at` defaults to the event's own time (the core reads no clock).
-    `rules` applies to a new session; an existing one keeps its state's rules. `config`
-    chooses which of them judge (its profile and switches, docs/contract.md §9).
+    `config` chooses which rules judge (its profile and switches, docs/contract.md §9),
+    and the state keeps only what those rules read: a state of the `ALL_RULES` family
+    switches to `ALL_RULES.kept_for(config)` at this event (a tracker new to it starts
+    empty, one no longer read is dropped, §9.1). `rules` instead fixes the set: it
+    applies to a new session, and an existing one keeps its state's rules.
     `policy`: the policy record `config` comes from, named in the verdict (§9.8).
     The input state is never modified. `observe_episodes` also returns loop episodes.
     """
@@ -92,12 +95,16 @@ def observe_episodes(
     *,
     evaluated_at: datetime | None = None,
     texts: WarningTexts = DEFAULT_TEXTS,
-    rules: RuleSet = ALL_RULES,
+    rules: RuleSet | None = None,
     policy: PolicyRef | None = None,
 ) -> Observation:
     """`observe`, with the loop episodes the event started and ended (contract §8)."""
     if state is not None and event.seq <= state.last_seq:
         return Observation(state, None)
+    if rules is None:
+        rules = ALL_RULES.kept_for(config)
+        if state is not None and state.rules is not rules and state.rules.family is ALL_RULES:
+            state = state.keeping(rules)
     new = advance(state, event, rules)
     match = first_match(new, config)
     warning = None if match is None else warning_of(match, texts)
@@ -197,7 +204,7 @@ def _remember_calls(state: SessionState, event: AssistantMessage) -> list[str]:
     for call in event.tool_calls:
         digest = fingerprint_digest(call.fingerprint or call_fingerprint(call.name, call.arguments))
         digests.append(digest)
-        key = short_digest(call.id)
+        key = id_digest(call.id)
         calls.pop(key, None)  # re-inserted at the end: the newest call with an id wins
         calls[key] = digest
     while len(calls) > MAX_REMEMBERED_CALLS:
@@ -212,7 +219,7 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
     if event.call_fingerprint is not None:
         call = fingerprint_digest(event.call_fingerprint)
     else:
-        call = state.calls.get(short_digest(event.call_id))
+        call = state.calls.get(id_digest(event.call_id))
     if call is None:
         return None
     result = fingerprint_digest(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from loopwatch.streams.detector.episodes import OpenEpisode
-from loopwatch.streams.detector.rules import ALL_RULES, RuleSet
+from loopwatch.streams.detector.rules import ALL_RULES, SEED_RULES, RuleSet
 
 STATE_VERSION = 2
 """2 added loop episodes (`step`, `episodes`, `loops`); version 1 snapshots still load
@@ -39,10 +39,12 @@ class SessionState:
     calls: dict[str, str] = field(default_factory=dict)
     """Recent call id digest → call fingerprint digest, oldest first (replaced, never
     mutated)."""
-    parts: list[Any] = field(default_factory=ALL_RULES.empty_parts)
+    parts: list[Any] = field(default_factory=SEED_RULES.empty_parts)
     """One immutable part per tracker of `rules`, in `rules.trackers` order."""
-    rules: RuleSet = ALL_RULES
-    """The rules this state is kept for (a session keeps the set it started with)."""
+    rules: RuleSet = SEED_RULES
+    """The rules this state is kept for: the part of `ALL_RULES` the config judging the
+    session runs (`observe` switches it when the config changes, docs/contract.md §9.1),
+    or a set the caller chose."""
 
     # Loop episodes (streams.detector.episodes): bounded by one open episode per rule.
     step_pending: tuple[int, ...] = ()
@@ -60,6 +62,22 @@ class SessionState:
             self.calls,
             self.parts.copy(),
             self.rules,
+            self.step_pending,
+            self.episodes,
+            self.loops,
+        )
+
+    def keeping(self, rules: RuleSet) -> SessionState:
+        """A copy kept for `rules`: the parts of the trackers both sets have are carried
+        over, a tracker new to this state starts from its empty part, and the parts of
+        trackers `rules` lacks are dropped."""
+        parts = dict(zip(self.rules.trackers, self.parts, strict=True))
+        return SessionState(
+            self.last_seq,
+            self.last_ts,
+            self.calls,
+            [parts[tracker] if tracker in parts else tracker.empty() for tracker in rules.trackers],
+            rules,
             self.step_pending,
             self.episodes,
             self.loops,
@@ -86,15 +104,21 @@ class SessionState:
         return snapshot
 
     @classmethod
-    def from_snapshot(cls, snapshot: dict[str, Any], rules: RuleSet = ALL_RULES) -> SessionState:
+    def from_snapshot(cls, snapshot: dict[str, Any], rules: RuleSet | None = None) -> SessionState:
         """Rebuild from `to_snapshot()`; raises ValueError for an unknown version.
 
-        A tracker whose key the snapshot lacks (it was written before that tracker
-        existed) starts from its empty part.
+        Without `rules`, the state is kept for the trackers of `ALL_RULES` whose keys the
+        snapshot has (what the session kept when it was written). With `rules`, a tracker
+        whose key the snapshot lacks (it was written before that tracker existed, or
+        while no rule read it) starts from its empty part.
         """
         version = snapshot.get("version")
         if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported session state version {version!r}")
+        if rules is None:
+            rules = ALL_RULES.keeping(
+                [tracker for tracker in ALL_RULES.trackers if tracker.key in snapshot]
+            )
         parts = [
             tracker.from_snapshot(snapshot[tracker.key])
             if tracker.key in snapshot

@@ -7,6 +7,7 @@ Each rule's own vocabulary (which tools mutate, which read) lives in its module 
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 _FINGERPRINT_HEX_START = len("sha256:")
 
@@ -19,6 +20,15 @@ def is_named(tool_name: str, base: str) -> bool:
 def short_digest(text: str) -> str:
     """128-bit hex digest: kept in state instead of raw paths, ids or long ranges."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@lru_cache(maxsize=4096)
+def id_digest(call_id: str) -> str:
+    """`short_digest` of a call id, remembered for the 4,096 newest ids: each id is
+    digested when its call is remembered and again for each of its results (by the core
+    and by the tool-step tracker), and results follow their calls closely. A pure
+    function: what is remembered changes the cost only."""
+    return short_digest(call_id)
 
 
 def fingerprint_digest(fingerprint: str) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from faust.transport.drivers import aiokafka as aiokafka_driver
@@ -138,6 +138,36 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
         offset: int | None = super()._new_offset(tp)
         return offset
 
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        committed: Mapping[Any, int] = await super().seek_to_committed()
+        await self._seek_uncommitted(committed)
+        return committed
+
+    async def _seek_uncommitted(self, committed: Mapping[Any, int | None]) -> None:
+        """Seek the stream partitions that aiokafka's `seek_to_committed` leaves alone.
+
+        It moves only partitions whose committed offset is above 0. A stream partition
+        with none (never committed: a worker killed before its first commit) or 0 keeps
+        the position that recovery's early fetch (faust #216) moved past records faust then
+        dropped as not yet active, and nothing re-reads them: a restarted worker went
+        silent on that partition. Such a partition starts where the group would start it:
+        offset 0, or with no committed offset the log start (`auto_offset_reset`
+        earliest; with latest it is left as it is)."""
+        acking = self.app.topics.acks_enabled_for
+        starts: dict[Any, int] = {}
+        unknown: list[Any] = []
+        for tp, offset in committed.items():
+            if not acking(tp.topic) or (offset is not None and offset > 0):
+                continue
+            if offset is None:
+                unknown.append(tp)
+            else:
+                starts[tp] = 0
+        if unknown and self.app.conf.consumer_auto_offset_reset == "earliest":
+            starts.update(await self.earliest_offsets(*unknown))
+        for tp, offset in starts.items():
+            await self._seek(tp, offset)
+
     async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
         # The records of the events before these offsets (verdicts, changelog) must be
         # stored first; faust flushes only its own producer (see streams.outputs).
@@ -216,6 +246,9 @@ class OffsetOrder:
         # tp -> [first missing offset, offset that revealed the gap, seeks so far]
         self._gaps: dict[Any, list[int]] = {}
         self._stalled: dict[Any, int] = {}  # tp -> expected offset at the previous check
+        # tp -> log start offset, for partitions with no committed offset and nothing
+        # processed yet (where processing starts: auto_offset_reset earliest)
+        self._starts: dict[Any, int] = {}
         self.busy = False
         """Set while the agent is inside an event (e.g. waiting for room for its records):
         no partition moves then, and none is stalled for it."""
@@ -226,6 +259,7 @@ class OffsetOrder:
             self._next.pop(tp, None)
             self._gaps.pop(tp, None)
             self._stalled.pop(tp, None)
+            self._starts.pop(tp, None)
 
     def _expected(self, tp: Any) -> int | None:
         expected = self._next.get(tp)
@@ -288,8 +322,12 @@ class OffsetOrder:
             self._stalled.clear()
             return
         stalled: dict[Any, int] = {}
-        for tp in consumer.assignment():
-            expected = self._expected(tp) if tp.topic == topic else None
+        mine = [tp for tp in consumer.assignment() if tp.topic == topic]
+        await self._learn_starts(consumer, mine)
+        for tp in mine:
+            expected = self._expected(tp)
+            if expected is None:
+                expected = self._starts.get(tp)
             if expected is None or tp in self._gaps:
                 continue
             try:
@@ -308,3 +346,20 @@ class OffsetOrder:
             )  # fmt: skip
             await consumer.seek(tp, expected)
         self._stalled = stalled
+
+    async def _learn_starts(self, consumer: Any, tps: list[Any]) -> None:
+        """The log start of each partition that has neither a committed offset nor a
+        processed record, asked once per assignment: records fetched there and dropped
+        before they were processed are re-read from it like any other stall."""
+        unknown = [tp for tp in tps if self._expected(tp) is None and tp not in self._starts]
+        if not unknown or self._app.conf.consumer_auto_offset_reset != "earliest":
+            return
+        try:
+            starts = await consumer.earliest_offsets(*unknown)
+        except Exception as exc:  # e.g. broker unavailable: ask again next time
+            log.debug("log start offsets of %s unknown: %r", unknown, exc)
+            return
+        for tp in unknown:
+            start = starts.get(tp)
+            if start is not None:
+                self._starts[tp] = int(start)

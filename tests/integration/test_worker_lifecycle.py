@@ -45,20 +45,9 @@ async def _verdicts(
     return verdicts
 
 
-# Known defect, under investigation (issue 10's note): about one run in two of CI's full
-# suite, the worker restarted after a SIGKILL under the same LOOPWATCH_WORKER_ID (static
-# membership: it rejoins in the same generation and gets the old assignment) recovers,
-# says "Worker ready", and then processes nothing before the deadline; run alone it passes.
-# Not strict: a pass is reported as XPASS, a failure as XFAIL, both visible in the summary.
-KILLED_RESTART_DEFECT = pytest.mark.xfail(
-    reason="restart after SIGKILL with static membership sometimes processes nothing",
-    strict=False,
-)
-
-
 @pytest.mark.parametrize(
     "stop_signal",
-    [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=KILLED_RESTART_DEFECT)],
+    [signal.SIGTERM, signal.SIGKILL],
     ids=["term", "kill"],
 )
 async def test_restarted_worker_warns_on_the_third_repeat(

@@ -9,7 +9,7 @@ import json
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +94,12 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         episodes = asyncio.run(
             consume(kafka_bootstrap, env.episodes, until=len(scan_episodes(events)))
         )
-        metrics = _metrics_with_every_panel(worker.web_port)
+        # The redelivered events come last and get no verdict: wait until all were seen.
+        duplicates_seen = len(duplicates) + len(events) - len(expected)
+        metrics = _metrics_with_every_panel(
+            worker.web_port,
+            lambda page: _value(page, "loopwatch_duplicates_skipped_total") >= duplicates_seen,
+        )
     finally:
         worker.stop()
     yield Run(events, duplicates, verdicts, warnings, dead, episodes, metrics, worker.log())
@@ -111,14 +116,23 @@ def scan_episodes(events: list[AgentEvent]) -> list[bytes]:
     return closed
 
 
-def _metrics_with_every_panel(web_port: int, deadline: float = 30.0) -> str:
+def _value(metrics: str, name: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _metrics_with_every_panel(
+    web_port: int, complete: Callable[[str], bool], deadline: float = 30.0
+) -> str:
     """The worker's /metrics once it has every series the dashboard reads (partition lag
-    is measured on a timer), or as it is at the deadline."""
+    is measured on a timer) and `complete(page)` holds, or as it is at the deadline."""
     end = time.monotonic() + deadline
     while True:
         with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics") as page:
             metrics: str = page.read().decode()
-        if not missing_from(metrics) or time.monotonic() >= end:
+        if (not missing_from(metrics) and complete(metrics)) or time.monotonic() >= end:
             return metrics
         time.sleep(0.5)  # polling a page inside a deadline, not synchronisation
 

@@ -47,6 +47,11 @@ def free_port() -> int:
         return port
 
 
+UNIQUE_PREFIXES: list[tuple[str, str]] = []
+"""(bootstrap, topic prefix) of the `WorkerEnv`s made so far: tests/integration/conftest.py
+deletes their topics after each test module, so a developer's broker does not fill up."""
+
+
 @dataclass(frozen=True)
 class WorkerEnv:
     """Unique topics and app id for one test; `env()` is the worker's environment."""
@@ -58,7 +63,9 @@ class WorkerEnv:
 
     @classmethod
     def unique(cls, bootstrap: str, **kwargs: Any) -> WorkerEnv:
-        return cls(bootstrap, f"lw-it-{uuid.uuid4().hex[:10]}", **kwargs)
+        env = cls(bootstrap, f"lw-it-{uuid.uuid4().hex[:10]}", **kwargs)
+        UNIQUE_PREFIXES.append((bootstrap, env.prefix))
+        return env
 
     @property
     def events(self) -> str:

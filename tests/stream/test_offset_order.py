@@ -4,6 +4,7 @@ stand-in for the few bookkeeping fields of faust's consumer that it reads."""
 from __future__ import annotations
 
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 from faust.types import TP
@@ -17,8 +18,14 @@ EVENTS = TP("events", 0)
 class ConsumerBooks:
     """faust's consumer bookkeeping: committed offsets, acked offsets, known gaps."""
 
-    def __init__(self, committed: int | None, position: int | None = None) -> None:
-        self._committed_offset: dict[Any, int | None] = {EVENTS: committed}
+    def __init__(
+        self, committed: int | None, position: int | None = None, log_start: int = 0
+    ) -> None:
+        # faust keeps no entry for a partition that has no committed offset
+        self._committed_offset: dict[Any, int | None] = {}
+        if committed is not None:
+            self._committed_offset[EVENTS] = committed
+        self.log_start = log_start
         self._acked: dict[Any, list[int]] = defaultdict(list)
         self._gap: dict[Any, IntervalTree] = defaultdict(IntervalTree)
         self.positions = {EVENTS: position}
@@ -33,15 +40,21 @@ class ConsumerBooks:
     async def seek(self, tp: Any, offset: int) -> None:
         self.seeks.append((tp, offset))
 
+    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
+        return dict.fromkeys(tps, self.log_start)
+
 
 class App:
     def __init__(self, consumer: ConsumerBooks) -> None:
         self.consumer = consumer
         self.rebalancing = False
+        self.conf = SimpleNamespace(consumer_auto_offset_reset="earliest")
 
 
-def guard(committed: int | None, position: int | None = None) -> tuple[OffsetOrder, ConsumerBooks]:
-    consumer = ConsumerBooks(committed, position)
+def guard(
+    committed: int | None, position: int | None = None, log_start: int = 0
+) -> tuple[OffsetOrder, ConsumerBooks]:
+    consumer = ConsumerBooks(committed, position, log_start)
     return OffsetOrder(App(consumer)), consumer
 
 
@@ -126,3 +139,22 @@ def test_commits_never_pass_an_offset_that_was_not_acked() -> None:
     consumer._acked[EVENTS] = [7]
     consumer._gap[EVENTS].addi(5, 7)
     assert missing_head(consumer, EVENTS) is None
+
+
+async def test_a_never_committed_partition_whose_fetched_records_vanished_is_reread() -> None:
+    # A worker killed before its first commit: the restarted one has no committed offset
+    # for the partition, and records fetched before recovery were dropped unprocessed.
+    order, consumer = guard(committed=None, position=7, log_start=2)
+    await order.heal("events")
+    assert consumer.seeks == []  # maybe just in flight
+    await order.heal("events")
+    assert consumer.seeks == [(EVENTS, 2)]  # from the log start, as auto_offset_reset says
+
+
+async def test_a_never_committed_partition_that_makes_progress_is_left_alone() -> None:
+    order, consumer = guard(committed=None, position=3, log_start=0)
+    await order.heal("events")
+    assert feed(order, [0, 1, 2]) == [0, 1, 2]
+    await order.heal("events")
+    await order.heal("events")
+    assert consumer.seeks == []

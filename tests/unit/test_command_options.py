@@ -35,6 +35,12 @@ def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["demo", "--bootstrap", "host:99999"], "got 'host:99999'"),
         (["topics", "create", "--timeout", "-1"], "--timeout: must be a number > 0"),
         (["worker", "--topic-timeout", "0"], "--topic-timeout: must be a number > 0"),
+        (["policy", "delete", "a", "--timeout", "0"], "--timeout: must be a number > 0"),
+        (["policy", "get", "a", "--timeout", "-1"], "--timeout: must be a number > 0"),
+        (["policy", "set", "a", "-", "--timeout", "nan"], "got 'nan'"),
+        (["policy", "list", "--timeout", "soon"], "got 'soon'"),
+        (["policy", "delete"], "the following arguments are required: agent"),
+        (["policy", "delete", "a", "b"], "unrecognized arguments: b"),
         (["schema", "--out", "/etc/passwd"], "'/etc/passwd' exists and is not a directory"),
         (["schema", "--out", "/nonexistent/dir/x"], "'/nonexistent/dir' does not exist"),
     ],
@@ -43,6 +49,14 @@ def test_a_bad_option_is_a_usage_error_naming_it(
     argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert named in usage_error(argv, capsys)
+
+
+def test_policy_delete_checks_the_key_before_kafka(capsys: pytest.CaptureFixture[str]) -> None:
+    # An invalid key is told before any Kafka call.
+    assert main(["policy", "delete", "x" * 257, "--timeout", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid key: record key must be 1-256 characters" in err
+    assert "Traceback" not in err
 
 
 def test_schema_creates_only_the_last_directory(

@@ -219,19 +219,30 @@ def test_snapshot_round_trip_keeps_extended_verdicts(acts: list, config: Detecti
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(acts=actions, first=configs, second=configs, cut=st.integers(0, 60))
+@given(
+    acts=actions,
+    first=configs,
+    second=configs,
+    cuts=st.lists(st.integers(0, 60), max_size=3, unique=True),
+)
 def test_a_policy_change_mid_session_judges_like_a_rescan(
-    acts: list, first: DetectionConfig, second: DetectionConfig, cut: int
+    acts: list, first: DetectionConfig, second: DetectionConfig, cuts: list[int]
 ) -> None:
-    # Hot reload: the state never depends on the policy, so after a switch the verdicts
-    # are those of the whole history under the new policy.
+    # Hot reload: after a switch each rule judges as a re-scan of the events its state
+    # was kept for: the whole history for a rule both policies run, the events from the
+    # switch on for one the new policy switches on (contract §9.1). Switching back and
+    # forth drops a state and starts it again.
     events = build(acts)
     state: SessionState | None = None
     history: list[AgentEvent] = []
+    kept = reference_extended.KeptSince()
     for index, event in enumerate(events):
-        config = first if index < cut else second
-        history = [] if history and history[-1].type == "session_end" else history
+        config = (first, second)[sum(cut <= index for cut in cuts) % 2]
+        if history and history[-1].type == "session_end":
+            history, kept = [], reference_extended.KeptSince()
         history.append(event)
+        since = kept.judge(len(history) - 1, config)
         state, verdict = observe(state, event, config)
         assert verdict is not None
-        assert project(verdict.warning) == reference_extended.expected_warning(history, config)
+        expected = reference_extended.expected_warning(history, config, since)
+        assert project(verdict.warning) == expected

@@ -259,3 +259,26 @@ def test_the_responses_validator_catches_what_the_api_rejects() -> None:
     with pytest.raises(AssertionError):
         check_responses([{"type": "reasoning", "id": "r"}, system, call, output])
     check_responses([{"type": "reasoning", "id": "r"}, call, output, system])
+
+
+async def test_a_message_edited_in_place_keeps_its_number_and_the_next_one_is_published() -> None:
+    # The runtime's history list grows by appending; it edits an old message in place
+    # (e.g. shortens a long tool result). The same object is the same message: not new,
+    # and the message appended after it is published.
+    tracker, worker = local_tracker("openai")
+    history = HISTORIES["openai"](2)
+    await tracker.prompt(history)
+    published = len(worker.records)
+    history[-1]["content"] = "(shortened)"  # the newest tool result
+    history.append({"role": "user", "content": "go on"})
+    await tracker.prompt(history)
+    assert len(worker.records) == published + 1
+    assert json.loads(worker.records[-1])["type"] == "user_message"
+
+
+async def test_equal_messages_in_new_objects_are_recognised_by_content() -> None:
+    tracker, worker = local_tracker("openai")
+    await tracker.prompt(HISTORIES["openai"](2))
+    published = len(worker.records)
+    await tracker.prompt(json.loads(json.dumps(HISTORIES["openai"](2))))  # fresh objects
+    assert len(worker.records) == published

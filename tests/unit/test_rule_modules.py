@@ -101,6 +101,37 @@ def test_the_snapshot_format_is_the_one_written_before_the_rule_modules() -> Non
         assert json.dumps(loaded.to_snapshot()) == json.dumps(_with_episodes(old))
 
 
+def test_a_session_judged_by_the_seed_profile_keeps_the_seed_snapshot_format() -> None:
+    # observe() keeps only what the rules in force read (docs/contract.md §9.1): no
+    # tool-step state for the seed, so the snapshot is the seed's, byte for byte; a
+    # policy running rule 6 for a while adds its key, the seed profile drops it again.
+    events = _session()
+    seed, extended = DetectionConfig(), DetectionConfig(profile="extended")
+    for old, upto in ((OLD_SNAPSHOT_CHAIN, 4), (OLD_SNAPSHOT_RESULT, 8)):
+        state: SessionState | None = None
+        for event in events[:upto]:
+            state, _ = observe(state, event, seed)
+        assert state is not None and state.rules is SEED_RULES
+        snapshot = state.to_snapshot()
+        expected = _with_episodes(old)
+        assert list(snapshot) == list(expected)  # the same keys, in the same order
+        episodes = ("step", "episodes", "loops")  # observe() also tracks loop episodes
+        assert json.dumps({k: v for k, v in snapshot.items() if k not in episodes}) == (
+            json.dumps({k: v for k, v in expected.items() if k not in episodes})
+        )
+        loaded = SessionState.from_snapshot(json.loads(json.dumps(snapshot)))
+        assert loaded.rules is SEED_RULES and loaded == state
+    switched: SessionState | None = None
+    for index, event in enumerate(events):
+        switched, _ = observe(switched, event, extended if 2 <= index < 5 else seed)
+        assert switched is not None
+        snapshot = switched.to_snapshot()
+        assert ("steps" in snapshot) == (2 <= index < 5), index
+        assert ("batch" in snapshot) == (not 2 <= index < 5), index  # rule 4 result-aware
+        again = SessionState.from_snapshot(json.loads(json.dumps(snapshot)))
+        assert again.rules is switched.rules and again.to_snapshot() == snapshot
+
+
 def test_a_state_loaded_from_an_old_snapshot_goes_on_as_if_never_saved() -> None:
     events = _session()
     config = DetectionConfig()

@@ -24,7 +24,11 @@ class RepeatedBatchOutcomes(Rule[Steps]):
     def check(self, part: Steps, config: DetectionConfig) -> Hit | None:
         if not part.batch:  # no tool step, or a text step came after it
             return None
-        limit = config.threshold_for(self.name, part.tools)
+        limit = (
+            config.threshold_for(self.name, part.tools)
+            if config.has_tool_policy
+            else config.threshold
+        )
         if limit is None or part.aware_run < limit:
             return None
         return Hit(part.tools, part.aware_run, limit, short_digest(part.batch))

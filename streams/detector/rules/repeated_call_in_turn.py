@@ -26,7 +26,11 @@ class RepeatedCallInTurn(Rule[Steps]):
     def check(self, part: Steps, config: DetectionConfig) -> Hit | None:
         if not part.turn_count:  # a text step, or a boundary, came last
             return None
-        limit = config.threshold_for(self.name, part.turn_tools)
+        limit = (
+            config.threshold_for(self.name, part.turn_tools)
+            if config.has_tool_policy
+            else config.call_in_turn_threshold
+        )
         if limit is None or part.turn_count < limit:
             return None
         return Hit(part.turn_tools, part.turn_count, limit, short_digest(part.batch))

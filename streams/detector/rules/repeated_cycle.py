@@ -27,8 +27,14 @@ class RepeatedCycle(Rule[Steps]):
     def check(self, part: Steps, config: DetectionConfig) -> Hit | None:
         if len(part.units) < 2:
             return None
-        # No period can match below the lowest threshold that could be in force.
-        lowest = min((config.cycle_threshold, *config.tool_thresholds.values()))
+        # No period can match below the lowest threshold that could be in force: r_L =
+        # p_L // L reaches `lowest` only if p_L >= L * lowest (the common case is none).
+        lowest = config.cycle_threshold
+        if config.tool_thresholds:
+            lowest = min(lowest, *config.tool_thresholds.values())
+        p2, p3, p4, p5 = part.tails
+        if p2 < 2 * lowest and p3 < 3 * lowest and p4 < 4 * lowest and p5 < 5 * lowest:
+            return None
         for period, names, repetitions in cycles(part, lowest):
             limit = config.threshold_for(self.name, names)
             if limit is not None and repetitions >= limit:

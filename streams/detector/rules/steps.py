@@ -11,8 +11,8 @@ its outcome, shared by `repeated_call_in_turn`, `repeated_cycle` and the result-
 * `repeated_cycle` (§9.4): the last 5 completed units and, per period 2-5, the length of
   the periodic tail, so a new unit costs O(1).
 
-Kept whatever the profile (the state's rule set always holds this tracker), so a policy
-switching a rule on judges the next event as a re-scan of the history would. An outcome
+Kept only while one of those rules runs (`RuleSet.kept_for`, docs/contract.md §9.1): a
+session judged by the seed profile has no part for it and pays nothing. An outcome
 is a multiset of signatures, held as (count, sum of the signatures as 256-bit numbers):
 equal multisets give equal pairs, different ones collide with negligible chance. No raw
 content: call ids are digests.
@@ -25,7 +25,7 @@ from typing import Any
 
 from loopwatch.models import AssistantMessage, ToolResult
 from loopwatch.streams.detector.rules.base import Tracker
-from loopwatch.streams.detector.tools import short_digest
+from loopwatch.streams.detector.tools import id_digest, short_digest
 
 MAX_STEP_IDS = 64
 """A tool step with more distinct call ids has an unknown outcome (contract §9.1): it
@@ -276,7 +276,7 @@ class StepsTracker(Tracker[Steps]):
         return on_tool_step(
             part,
             batch=batch,
-            id_digests=[short_digest(call.id) for call in event.tool_calls],
+            id_digests=[id_digest(call.id) for call in event.tool_calls],
             fingerprints=call_digests,
             names=names,
             tools=tuple(sorted(set(names))),
@@ -286,7 +286,7 @@ class StepsTracker(Tracker[Steps]):
     def on_result(self, part: Steps, event: ToolResult, signature: str | None) -> Steps:
         if part.ids is None:
             return part
-        return on_result(part, short_digest(event.call_id), signature)
+        return on_result(part, id_digest(event.call_id), signature)
 
     def to_snapshot(self, part: Steps, *, copy: bool) -> Any:
         return to_snapshot(part)
