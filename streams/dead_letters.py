@@ -16,7 +16,7 @@ DeadLetterKind = Literal[
     "key_mismatch",  # the record key differs from the event's session_id
     "too_large",  # larger than the configured max_event_bytes
     "empty",  # no value at all (a tombstone on the events topic)
-    "internal",  # the detector failed on a valid event: a bug, kept out of the way
+    "internal",  # processing failed on a valid event (detector, encoding): a bug
     "policy",  # an invalid record on the policy topic (docs/contract.md §9.7)
     "not_otlp",  # otel-bridge: not an OTLP trace request in the configured encoding
 ]
