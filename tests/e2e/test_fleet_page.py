@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from loopwatch.models import RULES, decode_event
 from loopwatch.streams.demo.fleet import Fleet
 from loopwatch.streams.demo.worker_process import WorkerProcess
+from loopwatch.streams.fleetview.board import TIME_TO_BREAK_BUCKETS
 from loopwatch.streams.fleetview.feed import FeedTopics
 from loopwatch.streams.fleetview.server import start_dashboard
 from loopwatch.streams.scanner import Scanner
@@ -75,7 +76,9 @@ async def test_the_page_shows_the_loops_of_a_demo_run(
         assert {(e["session_id"], e["rule"]) for e in episodes} == expected.loops
 
         # selenium blocks: drive the browser from a thread while this loop serves the page
-        shot = await asyncio.to_thread(check_page, dashboard.url, tmp_path, expected)
+        shot = await asyncio.to_thread(
+            check_page, dashboard.url, tmp_path, expected, Closed.of(episodes)
+        )
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         await dashboard.stop()
@@ -102,7 +105,27 @@ class Published:
         )
 
 
-def check_page(url: str, tmp_path: Path, expected: Published) -> Path:
+@dataclass(frozen=True)
+class Closed:
+    """What the episodes on the topic say: loops broken after one warning, time to break."""
+
+    closed: int
+    broken_first: int
+    time_to_break: dict[str, int]
+
+    @classmethod
+    def of(cls, episodes: list[dict[str, Any]]) -> Closed:
+        bars = dict.fromkeys((label for label, _ in TIME_TO_BREAK_BUCKETS), 0)
+        for episode in episodes:
+            if episode["outcome"] == "broken":
+                seconds = episode["duration_seconds"]
+                label = next(lb for lb, upper in TIME_TO_BREAK_BUCKETS if seconds < upper)
+                bars[label] += 1
+        first = sum(e["outcome"] == "broken" and e["warnings"] == 1 for e in episodes)
+        return cls(len(episodes), first, bars)
+
+
+def check_page(url: str, tmp_path: Path, expected: Published, closed: Closed) -> Path:
     with headless_chromium(tmp_path / "chromium-profile") as driver:
         driver.get(url)
         WebDriverWait(driver, PAGE_DEADLINE_SECONDS).until(
@@ -119,5 +142,11 @@ def check_page(url: str, tmp_path: Path, expected: Published) -> Path:
         for label, value in chart_values(driver, "chart-per-minute").items():
             per_minute[label.split(" ")[1]] += value
         assert +per_minute == +expected.by_rule
+        first: dict[str, str] = driver.execute_script(
+            "return {...document.getElementById('chart-first').dataset}"
+        )
+        assert (first["part"], first["whole"]) == (str(closed.broken_first), str(closed.closed))
+        assert sum(closed.time_to_break.values()) > 0  # the demo's loops are broken
+        assert chart_values(driver, "chart-break") == closed.time_to_break
         shot = full_page_screenshot(driver, tmp_path / "fleet-page.png")
     return shot
