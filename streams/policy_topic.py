@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError
@@ -154,19 +154,7 @@ class PolicyFollower:
         """Follow the topic for as long as the worker runs. A broker error (or a read that
         hangs at start-up) restarts the read after a short backoff instead of ending the
         task: events wait for `loaded`, so a dead follower would stall every partition."""
-        while True:
-            try:
-                await self._follow()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # any client failure: log it, read again
-                log.warning(
-                    "reading %s failed (%s); reading it again in %g s",
-                    self._settings.config_topic,
-                    type(exc).__name__,
-                    RETRY_SECONDS,
-                )
-                await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
+        await _retrying(self._follow, f"reading {self._settings.config_topic}")
 
     async def _follow(self) -> None:
         # A read begun again resumes after the last record folded in: folding a record twice
@@ -212,19 +200,8 @@ class PolicyDeadLetters:
     async def run(self) -> None:
         """For as long as the worker runs: a broker error restarts the work after a short
         backoff (resuming from the committed offset) instead of ending the task."""
-        while True:
-            try:
-                await self._serve()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # any client failure: log it, begin again
-                log.warning(
-                    "dead-lettering invalid records of %s failed (%s); again in %g s",
-                    self._settings.config_topic,
-                    type(exc).__name__,
-                    RETRY_SECONDS,
-                )
-                await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
+        what = f"dead-lettering invalid records of {self._settings.config_topic}"
+        await _retrying(self._serve, what)
 
     async def _serve(self) -> None:
         settings = self._settings
@@ -279,3 +256,16 @@ class PolicyDeadLetters:
         )
         if self._on_dead_lettered is not None:
             self._on_dead_lettered(record, error)
+
+
+async def _retrying(attempt: Callable[[], Awaitable[None]], what: str) -> NoReturn:
+    """Run `attempt` again and again: any client failure is logged and retried after
+    `RETRY_SECONDS` (cancellation ends it)."""
+    while True:
+        try:
+            await attempt()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("%s failed (%s); again in %g s", what, type(exc).__name__, RETRY_SECONDS)
+        await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
