@@ -22,7 +22,7 @@ from loopwatch.streams.faust_ext.app import (
     worker_ready,
 )
 from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
-from loopwatch.streams.faust_ext.session_table import SessionTable
+from loopwatch.streams.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.lag import PartitionProgress, assigned_positions
 from loopwatch.streams.metrics import CONTENT_TYPE, Metrics
 from loopwatch.streams.outputs import BatchedOutputs, FaustOutputs, Outputs
@@ -108,19 +108,7 @@ def create_app(
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
         ended_retention=timedelta(seconds=settings.ended_retention_seconds),
     )
-    # The handler is built after the table, which calls back into it on recovery.
-    holder: dict[str, RecordHandler] = {}
-
-    async def on_changelog_event(event: Any) -> None:
-        await holder["handler"].on_changelog_event(event)
-
-    table = app.Table(
-        TABLE_NAME,
-        key_type=bytes,
-        value_type=bytes,
-        partitions=settings.partitions,
-        on_changelog_event=on_changelog_event,
-    )
+    table, on_changelog = sessions_table(app, TABLE_NAME, partitions=settings.partitions)
     if outputs is None:
         outputs = _default_outputs(app, settings, topics, table)
     # under exactly_once faust's transaction manager writes the changelog
@@ -144,7 +132,7 @@ def create_app(
         expiry=expiry,
         metrics=metrics,
     )
-    holder["handler"] = handler
+    on_changelog.target = handler.on_changelog_event
     _guard_commits(app, store, outputs)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)

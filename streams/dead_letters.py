@@ -6,8 +6,14 @@ error class, a short reason (never the record's content) and where the record ca
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from loopwatch.streams.outputs import Outputs
+
+log = logging.getLogger(__name__)
 
 DeadLetterKind = Literal[
     "not_utf8",  # the value is not UTF-8
@@ -57,3 +63,20 @@ def dead_letter_headers(letter: DeadLetter, source: SourcePosition) -> list[tupl
         (HEADER_PARTITION, str(source.partition).encode()),
         (HEADER_OFFSET, str(source.offset).encode()),
     ]
+
+
+async def send_dead_letter(outputs: Outputs, topic: str, message: Any, letter: DeadLetter) -> None:
+    """Log a dead letter (kind, source position and reason: never the record's content) and
+    send `message`'s original key and value to `topic` with the headers naming why.
+    `message`: what was read (a faust Message or an aiokafka ConsumerRecord)."""
+    source = SourcePosition(message.topic, message.partition, message.offset)
+    log.warning(
+        "dead letter %s at %s[%d]@%d: %s",
+        letter.kind,
+        source.topic,
+        source.partition,
+        source.offset,
+        letter.reason,
+    )
+    headers = dead_letter_headers(letter, source)
+    await outputs.send(topic, message.key, message.value, headers=headers)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from loopwatch.streams.dead_letters import DeadLetter, send_dead_letter
 from loopwatch.streams.expiry import ExpiryIndex
 from loopwatch.streams.metrics import Metrics
 from loopwatch.streams.outputs import Outputs
@@ -179,21 +179,7 @@ class RecordHandler:
 
     async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
         self._metrics.dead_letters.labels(letter.kind).inc()
-        source = SourcePosition(message.topic, message.partition, message.offset)
-        log.warning(
-            "dead letter %s at %s[%d]@%d: %s",
-            letter.kind,
-            source.topic,
-            source.partition,
-            source.offset,
-            letter.reason,
-        )
-        await self._outputs.send(
-            self._dead_letters_topic,
-            message.key,
-            message.value,
-            headers=dead_letter_headers(letter, source),
-        )
+        await send_dead_letter(self._outputs, self._dead_letters_topic, message, letter)
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the expiry index from them."""

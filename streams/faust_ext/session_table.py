@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 import faust
@@ -141,3 +141,27 @@ class _StandInEvent:
 
     def __init__(self, message: Message) -> None:
         self.message = message
+
+
+class ChangelogHook:
+    """The table's `on_changelog_event`, given to faust before its target exists (the
+    table is built before the handler that indexes its records, which needs the table)."""
+
+    def __init__(self) -> None:
+        self.target: Callable[[Any], Awaitable[None]] | None = None
+
+    async def __call__(self, event: Any) -> None:
+        if self.target is None:
+            raise RuntimeError("a changelog record arrived before its handler was set")
+        await self.target(event)
+
+
+def sessions_table(app: Any, name: str, *, partitions: int) -> tuple[SessionTable, ChangelogHook]:
+    """A `SessionTable` of raw bytes keyed by session id, and the hook that receives its
+    changelog records during recovery (set `hook.target` before the worker starts)."""
+    hook = ChangelogHook()
+    table = app.Table(
+        name, key_type=bytes, value_type=bytes, partitions=partitions, on_changelog_event=hook
+    )
+    assert isinstance(table, SessionTable), "the app's Table class must be SessionTable"
+    return table, hook

@@ -19,7 +19,7 @@ from loopwatch.streams.faust_ext.app import (
     started_producer,
 )
 from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
-from loopwatch.streams.faust_ext.session_table import SessionTable
+from loopwatch.streams.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value
 from loopwatch.streams.otel.settings import TABLE_NAME, OtelSettings
 from loopwatch.streams.outputs import BatchedOutputs, Outputs
@@ -67,22 +67,12 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         )
 
     exported, rekeyed = raw(settings.spans_topic), raw(settings.internal_topic)
-    holder: dict[str, OtelBridge] = {}
-
-    async def on_changelog_event(event: Any) -> None:
-        await holder["bridge"].on_changelog_event(event)
-
-    table = app.Table(
-        TABLE_NAME,
-        key_type=bytes,
-        value_type=bytes,
-        partitions=base.partitions,
-        on_changelog_event=on_changelog_event,
-    )
+    table, on_changelog = sessions_table(app, TABLE_NAME, partitions=base.partitions)
     if outputs is None:
         outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
     table.outputs = outputs
-    bridge = holder["bridge"] = OtelBridge(table=table, outputs=outputs, settings=settings)
+    bridge = OtelBridge(table=table, outputs=outputs, settings=settings)
+    on_changelog.target = bridge.on_changelog_event
     guard_commits(app, outputs.flush)  # records stored before each offset commit
 
     def in_offset_order(name: str, handler: Any, topic: str) -> None:

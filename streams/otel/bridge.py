@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
+from loopwatch.streams.dead_letters import DeadLetter, send_dead_letter
 from loopwatch.streams.expiry import ExpiryIndex
 from loopwatch.streams.otel.mapping import SpanRecord, to_record
 from loopwatch.streams.otel.ordering import BridgeSession, admit, is_full, release
@@ -209,18 +209,4 @@ class OtelBridge:
 
     async def _dead_letter(self, message: Any, letter: DeadLetter) -> None:
         self.counters.dead_letters += 1
-        source = SourcePosition(message.topic, message.partition, message.offset)
-        log.warning(
-            "dead letter %s at %s[%d]@%d: %s",
-            letter.kind,
-            source.topic,
-            source.partition,
-            source.offset,
-            letter.reason,
-        )
-        await self._outputs.send(
-            self._settings.base.dlq_topic,
-            message.key,
-            message.value,
-            headers=dead_letter_headers(letter, source),
-        )
+        await send_dead_letter(self._outputs, self._settings.base.dlq_topic, message, letter)
