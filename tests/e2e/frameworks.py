@@ -25,3 +25,12 @@ def warnings_in(request: Any) -> list[str]:
     """The loopwatch warnings anywhere in a model request (any framework's objects)."""
     text = json.dumps(request, default=lambda o: getattr(o, "__dict__", str(o)))
     return [part for part in text.split('"') if part.startswith(MARKER)]
+
+
+def assert_warned_before_the_last_call_only(requests: list[Any], clean: list[Any]) -> None:
+    """The looping run's model requests: no warning until the one after the third
+    repeat, which has one; the clean run's: none at all."""
+    assert len(requests) == LOOP_STEPS + 1
+    assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
+    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
+    assert [warnings_in(r) for r in clean] == [[]] * (LOOP_STEPS + 1)

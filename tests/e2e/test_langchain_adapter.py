@@ -20,6 +20,7 @@ from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,
+    assert_warned_before_the_last_call_only,
     search_arguments,
     search_result,
     warnings_in,
@@ -86,9 +87,7 @@ async def test_the_warning_reaches_the_next_request_and_never_the_state(
         clean_requests, clean_stored = await run_agent(client, looping=False, thread="lc-clean")
         sync_requests, _ = await run_agent(client, looping=True, thread="lc-sync", sync=True)
 
-    assert len(requests) == LOOP_STEPS + 1
-    assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
-    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
+    assert_warned_before_the_last_call_only(requests, clean_requests)
     last = requests[LOOP_STEPS]
     # right after the third tool result, as system messages
     placed = next(i for i, m in enumerate(last) if isinstance(m, SystemMessage))
@@ -97,7 +96,6 @@ async def test_the_warning_reaches_the_next_request_and_never_the_state(
     assert "repeated_result" in " ".join(str(m.content) for m in last[placed:])
     assert warnings_in(stored) == []  # the agent's history never holds a warning
     assert not any(isinstance(m, SystemMessage) for m in stored)
-    assert [warnings_in(r) for r in clean_requests] == [[]] * (LOOP_STEPS + 1)
     assert warnings_in(clean_stored) == []
     # wrap_model_call (sync) places the same warning at the same point
     assert [len(warnings_in(r)) for r in sync_requests] == [len(warnings_in(r)) for r in requests]

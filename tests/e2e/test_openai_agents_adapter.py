@@ -23,6 +23,7 @@ from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,
+    assert_warned_before_the_last_call_only,
     search_arguments,
     search_result,
     warnings_in,
@@ -91,9 +92,7 @@ async def test_the_warning_reaches_the_next_input_and_never_the_run_items(
         inputs, stored = await run_agent(client, looping=True, session="oa-looping")
         clean_inputs, clean_stored = await run_agent(client, looping=False, session="oa-clean")
 
-    assert len(inputs) == LOOP_STEPS + 1
-    assert [warnings_in(i) for i in inputs[:LOOP_STEPS]] == [[]] * LOOP_STEPS
-    assert warnings_in(inputs[LOOP_STEPS])  # the helper sees them where they are
+    assert_warned_before_the_last_call_only(inputs, clean_inputs)
     last = inputs[LOOP_STEPS]
     check_responses(last)
     placed = next(i for i, item in enumerate(last) if item.get("role") == "system")
@@ -101,5 +100,4 @@ async def test_the_warning_reaches_the_next_input_and_never_the_run_items(
     assert last[placed]["content"].startswith(MARKER)
     assert "repeated_result" in json.dumps(last[placed:])
     assert warnings_in(stored) == []
-    assert [warnings_in(i) for i in clean_inputs] == [[]] * (LOOP_STEPS + 1)
     assert warnings_in(clean_stored) == []

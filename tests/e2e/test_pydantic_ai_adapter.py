@@ -25,6 +25,7 @@ from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
     VERDICT_TIMEOUT,
+    assert_warned_before_the_last_call_only,
     search_arguments,
     search_result,
     warnings_in,
@@ -71,9 +72,7 @@ async def test_the_warning_reaches_the_next_request_and_never_the_history(
         requests, stored = await run_agent(client, looping=True, session="pa-looping")
         clean_requests, clean_stored = await run_agent(client, looping=False, session="pa-clean")
 
-    assert len(requests) == LOOP_STEPS + 1
-    assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
-    assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
+    assert_warned_before_the_last_call_only(requests, clean_requests)
     last = requests[LOOP_STEPS][-1]
     assert isinstance(last, ModelRequest)
     # in the request that carries the third result, after it
@@ -82,5 +81,4 @@ async def test_the_warning_reaches_the_next_request_and_never_the_history(
     assert str(last.parts[-1].content).startswith(MARKER)
     assert "repeated_result" in str([p.content for p in last.parts])
     assert warnings_in(stored) == []  # the run's history never holds a warning
-    assert [warnings_in(r) for r in clean_requests] == [[]] * (LOOP_STEPS + 1)
     assert warnings_in(clean_stored) == []
