@@ -15,9 +15,8 @@ from typing import Any
 from loopwatch.streams.broker_outage import watch_broker
 from loopwatch.streams.expiry import ExpiryIndex
 from loopwatch.streams.faust_ext.app import (
-    GuardedEvent,
-    LoopwatchApp,
     guard_commits,
+    new_app,
     started_producer,
     worker_ready,
 )
@@ -50,49 +49,19 @@ def create_app(
     and hold events until it has been read to its end once; otherwise every agent is
     judged by the settings' built-in policy.
     """
-    app: Any = LoopwatchApp(
+    app: Any = new_app(
         settings.app_id,
-        Event=GuardedEvent,
-        Table=SessionTable,
-        broker=[f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
-        **settings.faust_security(),
-        store=settings.store_url,
-        datadir=settings.data_dir,
-        topic_partitions=settings.partitions,
-        # Topics are created by `streams.kafka_admin`; the broker has auto-create off.
-        topic_allow_declare=False,
-        topic_disable_leader=True,
-        # No standby replicas: a partition that moves recovers from its changelog.
-        table_standby_replicas=0,
-        consumer_auto_offset_reset="earliest",
-        # Fail-over in seconds (docs/operations.md): a dead worker is noticed after the
-        # session timeout (faust's default is 60 s), and with a worker id (static
-        # membership) a restarted worker takes its partitions back without a rebalance.
+        settings,
+        web_port=settings.web_port,
+        # With a worker id (static membership) a restarted worker takes its partitions
+        # back without a rebalance (docs/operations.md).
         consumer_group_instance_id=settings.worker_id,
-        broker_session_timeout=settings.session_timeout_ms / 1000,
-        broker_heartbeat_interval=settings.heartbeat_interval_ms / 1000,
-        broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
         # faust's assignor asserts that the assignment a static member gets back names its
         # own URL (web host and port by default): a worker restarted on another port
         # crashed there, so with a worker id the URL is the id (faust's table routing,
         # its only other use, is not used here).
         **_canonical_url(settings),
         processing_guarantee=settings.processing_guarantee,
-        producer_acks=-1,
-        # 5 ms linger for what faust itself produces (everything under exactly_once; the
-        # batched outputs linger on their own).
-        producer_linger=0.005,
-        # 256 KiB batches (aiokafka's default is 16 KiB): aiokafka keeps one produce
-        # request in flight and one batch per partition in it, so a partition's records
-        # beyond one batch wait a round trip each; session records are ~1-5 KB.
-        producer_max_batch_size=256 * 1024,
-        web_enabled=True,
-        web_bind=settings.web_host,
-        web_port=settings.web_port,
-        autodiscover=False,
-        # Raw bytes everywhere (the table's changelog too): `models` owns the encoding.
-        key_serializer="raw",
-        value_serializer="raw",
     )
     metrics = Metrics()
     topics = declare_topics(

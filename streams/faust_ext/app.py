@@ -10,6 +10,7 @@ from typing import Any
 import faust
 
 from loopwatch.streams.faust_ext.offset_guard import GuardedTransport
+from loopwatch.streams.faust_ext.session_table import SessionTable
 
 
 class LoopwatchApp(faust.App):
@@ -38,6 +39,49 @@ class LoopwatchApp(faust.App):
         self.sensors.remove(self.monitor)
         self.sensors.add(faust.Sensor())
         return services
+
+
+def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> LoopwatchApp:
+    """A faust app as loopwatch's apps run it: guarded events, the session table class,
+    raw bytes, topics created by `streams.kafka_admin`, group timeouts from `settings`
+    (a `streams.settings.Settings`), all records acknowledged by every replica. `extra`:
+    the app's own faust settings (they override these)."""
+    options: dict[str, Any] = {
+        "Event": GuardedEvent,
+        "Table": SessionTable,
+        "broker": [f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
+        **settings.faust_security(),
+        "store": settings.store_url,
+        "datadir": settings.data_dir,
+        "topic_partitions": settings.partitions,
+        # Topics are created by `streams.kafka_admin`; the broker has auto-create off.
+        "topic_allow_declare": False,
+        "topic_disable_leader": True,
+        # No standby replicas: a partition that moves recovers from its changelog.
+        "table_standby_replicas": 0,
+        "consumer_auto_offset_reset": "earliest",
+        # Fail-over in seconds (docs/operations.md): a dead member is noticed after the
+        # session timeout (faust's default is 60 s).
+        "broker_session_timeout": settings.session_timeout_ms / 1000,
+        "broker_heartbeat_interval": settings.heartbeat_interval_ms / 1000,
+        "broker_rebalance_timeout": settings.rebalance_timeout_ms / 1000,
+        "producer_acks": -1,
+        # 5 ms linger for what faust itself produces (the batched outputs linger on
+        # their own).
+        "producer_linger": 0.005,
+        # 256 KiB batches (aiokafka's default is 16 KiB): aiokafka keeps one produce
+        # request in flight and one batch per partition in it, so a partition's records
+        # beyond one batch wait a round trip each; session records are ~1-5 KB.
+        "producer_max_batch_size": 256 * 1024,
+        "web_enabled": True,
+        "web_bind": settings.web_host,
+        "web_port": web_port,
+        "autodiscover": False,
+        # Raw bytes everywhere (the table's changelog too): `models` owns the encoding.
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+    }
+    return LoopwatchApp(app_id, **{**options, **extra})
 
 
 class GuardedEvent(faust.Event):

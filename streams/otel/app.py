@@ -13,9 +13,8 @@ import time
 from typing import Any
 
 from loopwatch.streams.faust_ext.app import (
-    GuardedEvent,
-    LoopwatchApp,
     guard_commits,
+    new_app,
     started_producer,
 )
 from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
@@ -31,29 +30,12 @@ TICK_SECONDS = 1.0
 def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) -> Any:
     """A configured faust app for the bridge (not started)."""
     base = settings.base
-    app: Any = LoopwatchApp(
+    app: Any = new_app(
         settings.app_id,
-        Event=GuardedEvent,
-        Table=SessionTable,
-        broker=[f"kafka://{server}" for server in base.bootstrap_servers.split(",")],
-        **base.faust_security(),
-        store=base.store_url,
-        datadir=base.data_dir,
-        topic_partitions=base.partitions,
-        topic_allow_declare=False,  # `loopwatch otel-bridge` creates them (kafka_admin)
-        topic_disable_leader=True,
-        table_standby_replicas=0,
-        consumer_auto_offset_reset="earliest",
+        base,
+        web_port=settings.web_port,
         # Replays are harmless by construction (span ids and the horizon in the state).
         processing_guarantee="at_least_once",
-        producer_acks=-1,
-        producer_linger=0.005,
-        web_enabled=True,
-        web_bind=base.web_host,
-        web_port=settings.web_port,
-        autodiscover=False,
-        key_serializer="raw",
-        value_serializer="raw",
     )
 
     def raw(name: str) -> Any:
