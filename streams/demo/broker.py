@@ -8,10 +8,11 @@ deployment, localhost:9092 may be that deployment."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from loopwatch.streams.ports import free_ports
 
 KAFKA_SH = Path(__file__).resolve().parents[2] / "ops" / "kafka" / "kafka.sh"
 _UP_TIMEOUT_SECONDS = 600  # the first start downloads the broker's jars with Maven
@@ -51,22 +52,10 @@ class Broker:
 
 def _free_port_pair() -> int:
     # The private broker needs two ports: its listener and its KRaft controller (+1).
-    for _attempt in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
-        if port < 65535 and _is_free(port + 1):
-            return port
-    raise BrokerError("found no two free adjacent ports for the demo's broker")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    try:
+        return free_ports(2)
+    except RuntimeError as exc:
+        raise BrokerError(f"{exc} for the demo's broker") from exc
 
 
 def ensure_broker(bootstrap: str | None, data_dir: Path) -> Broker:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import IO
 
 from pydantic import SecretStr
 
+from loopwatch.streams.ports import free_ports
 from loopwatch.streams.settings import ENVIRONMENT, Settings
 
 _READY_POLL_SECONDS = 0.25  # how often the readiness wait asks /ready (and the exit status)
@@ -49,10 +49,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    return free_ports(1)
 
 
 class WorkerProcess:

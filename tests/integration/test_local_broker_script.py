@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from loopwatch.streams.ports import free_ports
 from tests.kafka_broker import KAFKA_SH
 
 pytestmark = pytest.mark.kafka
@@ -19,17 +20,7 @@ pytestmark = pytest.mark.kafka
 
 def free_port_pair() -> int:
     """A port p such that p and p + 1 (the controller) are both free right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        with socket.socket() as next_one:
-            try:
-                next_one.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two adjacent free ports")
+    return free_ports(2)
 
 
 def kafka_sh(

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import AgentEvent, DetectionConfig
 from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.ports import free_ports
 from loopwatch.streams.scanner import Scanner
 from loopwatch.streams.settings import Settings
 from tests.builders import SessionBuilder
@@ -41,10 +41,7 @@ def failover_deadline(settings: Settings) -> float:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)
 
 
 UNIQUE_PREFIXES: list[tuple[str, str]] = []
