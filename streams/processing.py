@@ -8,9 +8,11 @@ through `SessionStore` (the faust table in the worker, a dict in tests); the cal
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import ParamSpec, Protocol
 
 from loopwatch.models import (
     AgentEvent,
@@ -105,9 +107,25 @@ class Rejected:
 
 Outcome = Processed | Duplicate | Rejected
 
+P = ParamSpec("P")
+
 _DECODE_KINDS: dict[str, DeadLetterKind] = {"not_utf8": "not_utf8", "not_json": "not_json"}
 
 
+def _never_raises(process: Callable[P, Outcome]) -> Callable[P, Outcome]:
+    """`process`, with any exception turned into an `internal` dead letter naming its type."""
+
+    @functools.wraps(process)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> Outcome:
+        try:
+            return process(*args, **kwargs)
+        except Exception as exc:
+            return Rejected(DeadLetter("internal", type(exc).__name__))
+
+    return guarded
+
+
+@_never_raises
 def process_record(
     key: bytes | None,
     value: bytes | None,
@@ -127,25 +145,6 @@ def process_record(
     cannot stop its partition (faust would restart the agent on the same record for
     ever). What the store already holds of that record stays.
     """
-    try:
-        return _process_record(key, value, store, options, expiry, partition=partition, now=now)
-    except Exception as exc:
-        return Rejected(DeadLetter("internal", type(exc).__name__))
-
-
-def _process_record(
-    key: bytes | None,
-    value: bytes | None,
-    store: SessionStore,
-    options: PipelineOptions,
-    expiry: ExpiryIndex,
-    *,
-    partition: int,
-    now: datetime,
-) -> Outcome:
-    """Process one record of `agent-events` read from `partition`; `now` stamps the
-    verdict. Stores the session's new record and deletes expired sessions through
-    `store` (faust: while this record is current, as its table requires)."""
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
     if len(value) > options.max_event_bytes:
