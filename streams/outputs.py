@@ -21,9 +21,9 @@ low load, and 0 made the worker fall behind at ~900 events/s (a request per reco
 Draining at every acknowledgement under a backlog was wrong too: a broker on the same
 host answers within a millisecond or two, so each drain sent a batch of one or two
 records per partition and topic, and the per-batch cost (ours, aiokafka's and the
-broker's) took the worker from ~5,800 to ~2,300 events/s on a quiet machine
-(docs/performance.md, section 2). A queued backlog means the records' events waited
-anyway; their batches now grow for the linger, as with the fixed one.
+broker's) was most of the worker's lost throughput since 2026-12-02 (docs/performance.md,
+section 2). A queued backlog means the records' events waited anyway; their batches now
+grow for the linger, as with the fixed one.
 
 * Order: one drain at a time, each partition's batches submitted in the order their
   records were added, and aiokafka keeps one batch per partition in flight, so records
