@@ -109,7 +109,7 @@ def create_app(
     order = OffsetOrder(app)
     health = AgentHealth()
 
-    _add_stream_agent(app, topics.events, order, handler, health)
+    _add_stream_agent(app, topics.events, order, handler, health, outputs=outputs)
 
     events_topic = settings.events_topic
 
@@ -156,11 +156,19 @@ def create_app(
 
 
 def _add_stream_agent(
-    app: Any, topic: Any, order: OffsetOrder, handler: RecordHandler, health: AgentHealth
+    app: Any,
+    topic: Any,
+    order: OffsetOrder,
+    handler: RecordHandler,
+    health: AgentHealth,
+    *,
+    outputs: Outputs,
 ) -> None:
     """The faust agent (concurrency 1) that hands each record of `topic` to `handler`."""
 
     async def process_events(stream: Any) -> None:
+        if isinstance(outputs, BatchedOutputs):  # a backlog: batches grow for the linger
+            outputs.input_waiting = lambda: not stream.channel.empty()
         try:
             async for event in stream.events():
                 message = event.message

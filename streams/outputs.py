@@ -7,14 +7,23 @@ that per-record cost capped the worker (figures: README, "The stream worker").
 `BatchedOutputs` collects records per partition and hands each partition's records to
 aiokafka as one closed batch (`send_batch`). When they go (the adaptive linger):
 
-* nothing in flight: at the end of the current event-loop turn (the records of one event
-  go together), so a lone verdict waits for no timer;
+* nothing in flight and no more input ready: at the end of the current event-loop turn
+  (the records of one event go together), so a lone verdict waits for no timer;
 * batches outstanding: when the last of them is acknowledged, or after `LINGER_SECONDS`
   at most, so under load a batch grows for one broker round trip by itself;
+* more input ready (`input_waiting()`: the agent's stream has fetched records queued, a
+  backlog): after `LINGER_SECONDS`, or at once when the input runs out first; an
+  acknowledgement does not start a drain then;
 * `BATCH_RECORDS` waiting: at once; records added while a drain is under way go with it.
 
 A fixed linger was wrong at one end or the other: 10 ms was most of a verdict's wait at
 low load, and 0 made the worker fall behind at ~900 events/s (a request per record).
+Draining at every acknowledgement under a backlog was wrong too: a broker on the same
+host answers within a millisecond or two, so each drain sent a batch of one or two
+records per partition and topic, and the per-batch cost (ours, aiokafka's and the
+broker's) was most of the worker's lost throughput since 2026-12-02 (docs/performance.md,
+section 2). A queued backlog means the records' events waited anyway; their batches now
+grow for the linger, as with the fixed one.
 
 * Order: one drain at a time, each partition's batches submitted in the order their
   records were added, and aiokafka keeps one batch per partition in flight, so records
@@ -106,9 +115,12 @@ class BatchedOutputs:
         batch_records: int = BATCH_RECORDS,
         max_waiting: int = MAX_WAITING_RECORDS,
         send_when_idle: bool = True,
+        input_waiting: Callable[[], bool] = bool,
     ) -> None:
         """`send_when_idle` False: always linger (a fixed linger, as before the adaptive
-        one; tests use it to control when drains happen)."""
+        one; tests use it to control when drains happen). `input_waiting()`: whether more
+        input is ready to be processed now (default: never; `input_waiting` may be set
+        later, once the stream exists)."""
         self._producer = producer
         self._on_failure = on_failure
         self._on_delivered_batch = on_delivered_batch
@@ -116,10 +128,12 @@ class BatchedOutputs:
         self._batch_records = batch_records
         self._max_waiting = max_waiting
         self._send_when_idle = send_when_idle
+        self.input_waiting = input_waiting
         # (topic, partition or None for "by key") -> records in the order added
         self._waiting: dict[tuple[str, int | None], list[_Record]] = {}
         self._waiting_count = 0
         self._timer: asyncio.Handle | None = None
+        self._timer_lingers = False  # `_timer` is the linger's, not the end of a turn
         self._drain_lock = asyncio.Lock()
         self._drains: set[asyncio.Task[None]] = set()
         self._unacked: set[asyncio.Future[Any]] = set()
@@ -168,12 +182,18 @@ class BatchedOutputs:
             return  # the drain under way takes these too before it ends
         if self._waiting_count >= self._batch_records:
             self._start_drain()
-        elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            if self._send_when_idle and not self._unacked:
-                self._timer = loop.call_soon(self._start_drain)
-            else:  # the acknowledgement of the last outstanding batch starts the drain
-                self._timer = loop.call_later(self._linger, self._start_drain)
+        elif self._timer is None or self._timer_lingers:
+            idle = self._send_when_idle and not self._unacked and not self.input_waiting()
+            if idle:  # at the end of this turn (also when a backlog just ran out)
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = asyncio.get_running_loop().call_soon(self._start_drain)
+                self._timer_lingers = False
+            elif self._timer is None:
+                # the acknowledgement of the last outstanding batch starts the drain,
+                # unless more input is queued (then the linger does)
+                self._timer = asyncio.get_running_loop().call_later(self._linger, self._start_drain)
+                self._timer_lingers = True
 
     def _start_drain(self) -> None:
         if self._timer is not None:
@@ -270,6 +290,7 @@ class BatchedOutputs:
             and not self._unacked
             and self._waiting
             and not self._drain_lock.locked()
+            and not self.input_waiting()
         ):
             self._start_drain()  # nothing outstanding any more: what waited goes now
         if future.cancelled():

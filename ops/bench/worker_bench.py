@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synth import generate  # noqa: E402
 
-from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.kafka_admin import create_topics, delete_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
 
@@ -77,17 +77,28 @@ def worker_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
 
 
 def start_worker(
-    env: dict[str, str], log: Path, profile: Path | None, sampled: Path | None = None
+    env: dict[str, str],
+    log: Path,
+    profile: Path | None,
+    sampled: Path | None = None,
+    tree: Path = REPO,
 ) -> subprocess.Popen[bytes]:
+    """A worker process running the code of `tree` (a checkout of this repository: its
+    source comes first on the path, before the venv's editable install of this one;
+    trees from before the `loopwatch.` namespace run `streams.cli`). `sampled`: py-spy's
+    raw samples go there."""
     command = [sys.executable]
     if sampled is not None:  # py-spy's raw (collapsed stacks) output; cProfile inflates calls
         spy = str(Path(sys.executable).with_name("py-spy"))
         command = [spy, "record", "-r", "200", "-f", "raw", "-o", str(sampled), "--", *command]
     if profile is not None:
         command += ["-m", "cProfile", "-o", str(profile)]
-    command += ["-m", "loopwatch.streams.cli", "worker", "--loglevel", "warning"]
+    module = "loopwatch.streams.cli" if (tree / "loopwatch").is_dir() else "streams.cli"
+    command += ["-m", module, "worker", "--loglevel", "warning"]
+    if tree != REPO:
+        env = {**env, "PYTHONPATH": str(tree)}
     return subprocess.Popen(
-        command, env=env, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT
+        command, env=env, cwd=tree, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
 
 
@@ -230,6 +241,79 @@ async def run_workers(
         pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
         pstats.Stats(str(profile)).sort_stats("tottime").print_stats(25)
     return [record.timestamp / 1000 for _, record in got]  # verdict produce times
+
+
+async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
+    """One worker from each of `--tree` in turn (A, B, A, B, ...: `--rounds`), each with
+    an app (group, changelog, verdicts) of its own over the same backlog: the code of
+    two commits under the same input and the same load."""
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = Settings.from_env(worker_env(args.bootstrap, prefix, args.partitions))
+    await create_topics(settings)
+    data = records(args.events, args.sessions, seed=7)
+    await produce_all(args.bootstrap, f"{prefix}-events", data)
+    trees = [Path(tree).resolve() for tree in args.tree]
+    rates: dict[Path, list[float]] = {tree: [] for tree in trees}
+    cpus: dict[Path, list[float]] = {tree: [] for tree in trees}
+    print(f"trees: {len(data)} events backlog, {args.partitions} partitions")
+    try:
+        for round_ in range(args.rounds):
+            for tree in trees:
+                app = f"{prefix}-{uuid.uuid4().hex[:6]}"
+                env = worker_env(args.bootstrap, app, args.partitions)
+                env["LOOPWATCH_EVENTS_TOPIC"] = f"{prefix}-events"
+                await create_topics(Settings.from_env(env))
+                load = os.getloadavg()[0]
+                proc = start_worker(env, workdir / f"tree-{round_}.log", None, tree=tree)
+                cpu: list[tuple[float, float]] = []
+                sampler = asyncio.ensure_future(sample_cpu(proc.pid, cpu))
+                try:
+                    got = await collect(
+                        args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions,
+                        len(data), deadline=600,
+                    )  # fmt: skip
+                finally:
+                    sampler.cancel()
+                    stop_worker(proc)
+                stamps = sorted(record.timestamp / 1000 for _, record in got)
+                whole, middle = span_rates(stamps)
+                low, high = stamps[len(stamps) // 10], stamps[len(stamps) * 9 // 10]
+                per_event = (cpu_at(cpu, high) - cpu_at(cpu, low)) / (len(stamps) * 0.8) * 1e6
+                rates[tree].append(whole)
+                cpus[tree].append(per_event)
+                print(
+                    f"  round {round_ + 1} {tree.name}: {whole:8,.0f} events/s "
+                    f"(middle 80%: {middle:,.0f}; worker CPU {per_event:,.0f} us/event)  "
+                    f"load {load:.2f}",
+                    flush=True,
+                )
+    finally:
+        await delete_topics(settings, prefix)
+    for tree, figures in rates.items():
+        print(
+            f"  {tree.name}: median {statistics.median(figures):,.0f} events/s "
+            f"({', '.join(f'{x:,.0f}' for x in figures)}), "
+            f"CPU {statistics.median(cpus[tree]):,.0f} us/event "
+            f"({', '.join(f'{x:,.0f}' for x in cpus[tree])})"
+        )
+
+
+async def sample_cpu(pid: int, into: list[tuple[float, float]]) -> None:
+    """(wall time, CPU seconds of process `pid`: user + system) every 50 ms (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    while True:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return
+        into.append((time.time(), (int(fields[11]) + int(fields[12])) / tick))
+        await asyncio.sleep(0.05)  # sampling a child's CPU time, not a test
+
+
+def cpu_at(samples: list[tuple[float, float]], when: float) -> float:
+    """The CPU time of the latest sample taken at or before `when`."""
+    before = [cpu for at, cpu in samples if at <= when]
+    return before[-1] if before else samples[0][1]
 
 
 async def sustained(args: argparse.Namespace, workdir: Path) -> None:
@@ -421,8 +505,18 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int, default=2, help="1: skip the two-worker run")
     parser.add_argument("--only", choices=("sustained", "latency"))
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="compare the worker of these checkouts (give two or more), alternately",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --tree: runs per tree")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
+        if args.tree:
+            asyncio.run(compare_trees(args, Path(tmp)))
+            return 0
         if args.only in (None, "sustained"):
             asyncio.run(sustained(args, Path(tmp)))
         if args.only in (None, "latency"):

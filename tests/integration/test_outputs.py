@@ -447,3 +447,40 @@ async def test_a_cancelled_flush_loses_no_records(
         await outputs.flush()  # the next commit's flush
     assert calls.failures == []
     assert delivered == list(range(MANY))
+
+
+async def test_adaptive_records_wait_for_the_linger_while_input_is_queued(
+    topic: str, producer: AIOKafkaProducer, calls: Calls
+) -> None:
+    """A backlog (the stream has records queued): neither idleness nor an acknowledgement
+    sends what waits; the event that finds the input empty sends it all at once."""
+    queued = False
+    outputs = outputs_for(
+        producer, calls, linger=LONG_LINGER, send_when_idle=True, input_waiting=lambda: queued
+    )
+    known, on_known = delivered_future()
+    await outputs.send(topic, b"k", b"metadata", on_delivered=on_known)
+    await all_delivered([known])  # the producer knows the topic now: drains never wait
+    first, on_first = delivered_future()
+    await outputs.send(topic, b"k0", b"alone", on_delivered=on_first)
+    while outputs.waiting:
+        await asyncio.sleep(0)  # handed to aiokafka, in flight
+    queued = True
+    futures = []
+    for i in range(1, 6):
+        future, on_delivered = delivered_future()
+        futures.append(future)
+        await outputs.send(topic, b"k%d" % i, b"v", on_delivered=on_delivered)
+        await asyncio.sleep(0)  # a yield to the loop, as between two events
+    await all_delivered([first])
+    for _ in range(5):
+        await asyncio.sleep(0)  # turns in which an acknowledgement-started drain would run
+    assert outputs.waiting == 5
+    assert not any(future.done() for future in futures)
+
+    queued = False  # the next event is the last one queued
+    last, on_last = delivered_future()
+    await outputs.send(topic, b"k6", b"v", on_delivered=on_last)
+    await all_delivered([*futures, last])  # the linger is an hour, no flush
+    assert outputs.waiting == 0
+    assert calls.failures == []
