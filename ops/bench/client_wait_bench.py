@@ -45,7 +45,7 @@ from worker_bench import worker_env  # noqa: E402
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
-from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.kafka_admin import create_topics, delete_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
 VERDICT_TIMEOUT = 5.0
@@ -177,6 +177,8 @@ async def main_async(args: argparse.Namespace) -> None:
             code = await asyncio.to_thread(worker.stop)
             if code != 0:
                 print(f"the worker exited with {code}; log: {worker.log_path}")
+            # a long-lived broker with thousands of bench topics answers slower
+            await delete_topics(settings, prefix)
 
 
 def main() -> int:

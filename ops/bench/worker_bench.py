@@ -57,6 +57,21 @@ from synth import generate  # noqa: E402
 from loopwatch.streams.kafka_admin import create_topics, delete_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
+PREFIXES: list[str] = []
+"""The topic prefixes this run made: their topics are deleted at the end (a long-lived
+broker with thousands of bench topics answers slower: docs/performance.md)."""
+
+
+def new_prefix() -> str:
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    PREFIXES.append(prefix)
+    return prefix
+
+
+async def delete_run_topics(bootstrap: str, partitions: int) -> None:
+    for prefix in PREFIXES:
+        await delete_topics(Settings.from_env(worker_env(bootstrap, prefix, partitions)), prefix)
+
 
 def worker_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
@@ -247,7 +262,7 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
     """One worker from each of `--tree` in turn (A, B, A, B, ...: `--rounds`), each with
     an app (group, changelog, verdicts) of its own over the same backlog: the code of
     two commits under the same input and the same load."""
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    prefix = new_prefix()
     settings = Settings.from_env(worker_env(args.bootstrap, prefix, args.partitions))
     await create_topics(settings)
     data = records(args.events, args.sessions, seed=7)
@@ -319,7 +334,7 @@ def cpu_at(samples: list[tuple[float, float]], when: float) -> float:
 async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     """The backlog, read by a bare faust agent, one worker, then two workers (each with
     a group of its own), in this order, in one run."""
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    prefix = new_prefix()
     env = worker_env(args.bootstrap, prefix, args.partitions)
     await create_topics(Settings.from_env(env))
     data = records(args.events, args.sessions, seed=7)
@@ -341,7 +356,7 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     if args.workers < 2:
         return
     # Two workers of another app (group, changelog, verdicts) over the same events topic.
-    second = f"bench-{uuid.uuid4().hex[:8]}"
+    second = new_prefix()
     env_two = worker_env(args.bootstrap, second, args.partitions)
     env_two["LOOPWATCH_EVENTS_TOPIC"] = f"{prefix}-events"
     await create_topics(Settings.from_env(env_two))
@@ -379,7 +394,7 @@ def _reader_process(
 
 
 async def latency(args: argparse.Namespace, workdir: Path) -> None:
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    prefix = new_prefix()
     env = worker_env(args.bootstrap, prefix, args.partitions)
     await create_topics(Settings.from_env(env))
     count = int(args.rate * args.seconds)
@@ -514,13 +529,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="with --tree: runs per tree")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
-        if args.tree:
-            asyncio.run(compare_trees(args, Path(tmp)))
-            return 0
-        if args.only in (None, "sustained"):
-            asyncio.run(sustained(args, Path(tmp)))
-        if args.only in (None, "latency"):
-            asyncio.run(latency(args, Path(tmp)))
+        try:
+            if args.tree:
+                asyncio.run(compare_trees(args, Path(tmp)))
+                return 0
+            if args.only in (None, "sustained"):
+                asyncio.run(sustained(args, Path(tmp)))
+            if args.only in (None, "latency"):
+                asyncio.run(latency(args, Path(tmp)))
+        finally:
+            asyncio.run(delete_run_topics(args.bootstrap, args.partitions))
     return 0
 
 
