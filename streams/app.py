@@ -62,6 +62,7 @@ def create_app(
         # its only other use, is not used here).
         **_canonical_url(settings),
         processing_guarantee=settings.processing_guarantee,
+        broker_commit_interval=settings.commit_interval_ms / 1000,
     )
     metrics = Metrics()
     topics = declare_topics(

@@ -39,6 +39,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.store_url == "memory://"
     assert settings.web_port == 6066
     assert settings.output_linger_ms == 10
+    assert settings.commit_interval_ms == 1000
     assert settings.changelog_topic == "loopwatch-sessions-changelog"
     # verdicts are read within seconds; dead letters wait for a person
     assert settings.verdicts_retention_seconds < settings.events_retention_seconds
@@ -112,6 +113,11 @@ def test_empty_value_means_default() -> None:
         ("LOOPWATCH_WEB_PORT", "70000", "LOOPWATCH_WEB_PORT must be a port number"),
         ("LOOPWATCH_OUTPUT_LINGER_MS", "1001", "LOOPWATCH_OUTPUT_LINGER_MS must be milliseconds"),
         ("LOOPWATCH_OUTPUT_LINGER_MS", "2.5", "from 0 to 1000, got '2.5'"),
+        (
+            "LOOPWATCH_COMMIT_INTERVAL_MS",
+            "50",
+            "LOOPWATCH_COMMIT_INTERVAL_MS must be milliseconds from 100 to 60000, got '50'",
+        ),
         ("LOOPWATCH_EVENTS_TOPIC", "agent events", "LOOPWATCH_EVENTS_TOPIC must be 1-200"),
         ("LOOPWATCH_WORKER_ID", "pod/0", "LOOPWATCH_WORKER_ID must be 1-200 characters"),
         (
