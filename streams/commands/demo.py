@@ -25,13 +25,14 @@ from loopwatch.streams.demo.broker import Broker, BrokerError, ensure_broker
 from loopwatch.streams.demo.fleet import Fleet, FleetSummary
 from loopwatch.streams.demo.naming import demo_names, new_run_prefix
 from loopwatch.streams.demo.page import DemoPage
-from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess, free_port
+from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess
 from loopwatch.streams.kafka_admin import (
     BrokerUnreachable,
     TopicError,
     create_topics,
     delete_topics,
 )
+from loopwatch.streams.ports import free_ports
 from loopwatch.streams.settings import Settings, SettingsError
 
 SHARED_TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
@@ -119,7 +120,7 @@ async def _demo(args: argparse.Namespace) -> int:
     settings = Settings.from_env(
         {
             "LOOPWATCH_DATA_DIR": str(workdir / "data"),
-            "LOOPWATCH_WEB_PORT": str(free_port()),
+            "LOOPWATCH_WEB_PORT": str(free_ports()),
             **_configured(private_broker=private),
             **demo_names(prefix),
         }

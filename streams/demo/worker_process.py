@@ -19,7 +19,6 @@ from typing import IO
 
 from pydantic import SecretStr
 
-from loopwatch.streams.ports import free_ports
 from loopwatch.streams.settings import ENVIRONMENT, Settings
 
 _READY_POLL_SECONDS = 0.25  # how often the readiness wait asks /ready (and the exit status)
@@ -46,10 +45,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         env[name] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
     return env
-
-
-def free_port() -> int:
-    return free_ports(1)
 
 
 class WorkerProcess:

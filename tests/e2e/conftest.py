@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loopwatch.streams.demo.worker_process import WorkerProcess, free_port, start_worker
+from loopwatch.streams.demo.worker_process import WorkerProcess, start_worker
 from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.ports import free_ports
 from loopwatch.streams.settings import Settings
 
 WORKER_READY_SECONDS = 120.0
@@ -18,7 +19,7 @@ WORKER_READY_SECONDS = 120.0
 async def e2e_settings(kafka_settings: Settings, tmp_path: Path) -> Settings:
     """This test's settings (own topics, app id, web port, data dir); topics created."""
     settings = kafka_settings.model_copy(
-        update={"web_port": free_port(), "data_dir": str(tmp_path / "worker-data")}
+        update={"web_port": free_ports(), "data_dir": str(tmp_path / "worker-data")}
     )
     await create_topics(settings)
     return settings

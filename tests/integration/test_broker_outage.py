@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from loopwatch.streams.ports import free_ports
 from tests.builders import SessionBuilder
-from tests.integration.test_local_broker_script import free_port_pair, kafka_sh
+from tests.integration.test_local_broker_script import kafka_sh
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -42,7 +43,7 @@ def wait_for(
 async def test_an_outage_is_logged_once_summarised_and_ended(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    port, data = free_port_pair(), tmp_path / "broker"
+    port, data = free_ports(2), tmp_path / "broker"
     assert kafka_sh("up", data=data, port=port).returncode == 0
     worker = None
     try:

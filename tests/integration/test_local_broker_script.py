@@ -18,11 +18,6 @@ from tests.kafka_broker import KAFKA_SH
 pytestmark = pytest.mark.kafka
 
 
-def free_port_pair() -> int:
-    """A port p such that p and p + 1 (the controller) are both free right now."""
-    return free_ports(2)
-
-
 def kafka_sh(
     *args: str, data: Path, port: int, lease: int | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -44,7 +39,7 @@ def pid_alive(pid: int) -> bool:
 
 def test_up_is_idempotent_and_down_stops_the_process(kafka_bootstrap: str, tmp_path: Path) -> None:
     # kafka_bootstrap: the jars are fetched by then, so this start is a warm one
-    port = free_port_pair()
+    port = free_ports(2)
     data = tmp_path / "broker"
 
     first = kafka_sh("up", data=data, port=port)
@@ -94,7 +89,7 @@ def live_process() -> Iterator[int]:
 
 
 def test_the_last_lease_holder_out_stops_the_broker(kafka_bootstrap: str, tmp_path: Path) -> None:
-    port, data = free_port_pair(), tmp_path / "broker"
+    port, data = free_ports(2), tmp_path / "broker"
     with live_process() as first, live_process() as second:
         try:
             assert kafka_sh("acquire", data=data, port=port, lease=first).returncode == 0
@@ -111,7 +106,7 @@ def test_the_last_lease_holder_out_stops_the_broker(kafka_bootstrap: str, tmp_pa
 
 
 def test_a_broker_started_by_hand_outlives_the_leases(kafka_bootstrap: str, tmp_path: Path) -> None:
-    port, data = free_port_pair(), tmp_path / "broker"
+    port, data = free_ports(2), tmp_path / "broker"
     with live_process() as holder:
         try:
             assert kafka_sh("acquire", data=data, port=port, lease=holder).returncode == 0

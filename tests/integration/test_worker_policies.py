@@ -21,7 +21,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from loopwatch.models import DEFAULT_KEY, parse_policy
 from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
 from loopwatch.streams.policy_topic import dead_letter_group, write_policy
-from tests.integration.worker_harness import WorkerEnv, WorkerProcess, free_port
+from loopwatch.streams.ports import free_ports
+from tests.integration.worker_harness import WorkerEnv, WorkerProcess
 
 pytestmark = pytest.mark.kafka
 
@@ -186,7 +187,7 @@ async def policy_command(env: WorkerEnv, *args: str) -> tuple[int, str]:
         "loopwatch.streams.cli",
         "policy",
         *args,
-        env=env.env(web_port=free_port()),
+        env=env.env(web_port=free_ports()),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )

@@ -40,10 +40,6 @@ def failover_deadline(settings: Settings) -> float:
     return timeouts_ms / 1000 + STARTUP_MARGIN_SECONDS
 
 
-def free_port() -> int:
-    return free_ports(1)
-
-
 UNIQUE_PREFIXES: list[tuple[str, str]] = []
 """(bootstrap, topic prefix) of the `WorkerEnv`s made so far: tests/integration/conftest.py
 deletes their topics after each test module, so a developer's broker does not fill up."""
@@ -129,7 +125,7 @@ class WorkerProcess:
         command: str = "worker",
         worker_id: str | None = None,
     ) -> None:
-        self.web_port = free_port()
+        self.web_port = free_ports()
         own = {} if worker_id is None else {"LOOPWATCH_WORKER_ID": worker_id}
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
