@@ -40,9 +40,9 @@ def failover_deadline(settings: Settings) -> float:
     return timeouts_ms / 1000 + STARTUP_MARGIN_SECONDS
 
 
-UNIQUE_PREFIXES: list[tuple[str, str]] = []
-"""(bootstrap, topic prefix) of the `WorkerEnv`s made so far: tests/integration/conftest.py
-deletes their topics after each test module, so a developer's broker does not fill up."""
+UNIQUE_ENVS: list[WorkerEnv] = []
+"""The `WorkerEnv`s made so far: tests/integration/conftest.py deletes their topics after
+each test module, so a developer's broker does not fill up."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class WorkerEnv:
     @classmethod
     def unique(cls, bootstrap: str, **kwargs: Any) -> WorkerEnv:
         env = cls(bootstrap, f"lw-it-{uuid.uuid4().hex[:10]}", **kwargs)
-        UNIQUE_PREFIXES.append((bootstrap, env.prefix))
+        UNIQUE_ENVS.append(env)
         return env
 
     @property
