@@ -128,6 +128,9 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()
+        # Stream partitions without a committed offset above 0: where their processing
+        # starts (set at each seek to the committed offsets; `OffsetOrder.heal` reads it).
+        self.stream_starts: dict[Any, int] = {}
         self._before_commit: Callable[[], Awaitable[None]] | None = getattr(
             self.transport, "before_commit", None
         )
@@ -165,6 +168,7 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
                 starts[tp] = 0
         if unknown and self.app.conf.consumer_auto_offset_reset == "earliest":
             starts.update(await self.earliest_offsets(*unknown))
+        self.stream_starts = starts
         for tp, offset in starts.items():
             await self._seek(tp, offset)
 
@@ -246,9 +250,6 @@ class OffsetOrder:
         # tp -> [first missing offset, offset that revealed the gap, seeks so far]
         self._gaps: dict[Any, list[int]] = {}
         self._stalled: dict[Any, int] = {}  # tp -> expected offset at the previous check
-        # tp -> log start offset, for partitions with no committed offset and nothing
-        # processed yet (where processing starts: auto_offset_reset earliest)
-        self._starts: dict[Any, int] = {}
         self.busy = False
         """Set while the agent is inside an event (e.g. waiting for room for its records):
         no partition moves then, and none is stalled for it."""
@@ -259,7 +260,6 @@ class OffsetOrder:
             self._next.pop(tp, None)
             self._gaps.pop(tp, None)
             self._stalled.pop(tp, None)
-            self._starts.pop(tp, None)
 
     def _expected(self, tp: Any) -> int | None:
         expected = self._next.get(tp)
@@ -322,12 +322,12 @@ class OffsetOrder:
             self._stalled.clear()
             return
         stalled: dict[Any, int] = {}
-        mine = [tp for tp in consumer.assignment() if tp.topic == topic]
-        await self._learn_starts(consumer, mine)
-        for tp in mine:
+        for tp in consumer.assignment():
+            if tp.topic != topic:
+                continue
             expected = self._expected(tp)
-            if expected is None:
-                expected = self._starts.get(tp)
+            if expected is None:  # never committed, nothing processed: where it started
+                expected = consumer.stream_starts.get(tp)
             if expected is None or tp in self._gaps:
                 continue
             try:
@@ -346,20 +346,3 @@ class OffsetOrder:
             )  # fmt: skip
             await consumer.seek(tp, expected)
         self._stalled = stalled
-
-    async def _learn_starts(self, consumer: Any, tps: list[Any]) -> None:
-        """The log start of each partition that has neither a committed offset nor a
-        processed record, asked once per assignment: records fetched there and dropped
-        before they were processed are re-read from it like any other stall."""
-        unknown = [tp for tp in tps if self._expected(tp) is None and tp not in self._starts]
-        if not unknown or self._app.conf.consumer_auto_offset_reset != "earliest":
-            return
-        try:
-            starts = await consumer.earliest_offsets(*unknown)
-        except Exception as exc:  # e.g. broker unavailable: ask again next time
-            log.debug("log start offsets of %s unknown: %r", unknown, exc)
-            return
-        for tp in unknown:
-            start = starts.get(tp)
-            if start is not None:
-                self._starts[tp] = int(start)

@@ -4,7 +4,6 @@ stand-in for the few bookkeeping fields of faust's consumer that it reads."""
 from __future__ import annotations
 
 from collections import defaultdict
-from types import SimpleNamespace
 from typing import Any
 
 from faust.types import TP
@@ -23,9 +22,12 @@ class ConsumerBooks:
     ) -> None:
         # faust keeps no entry for a partition that has no committed offset
         self._committed_offset: dict[Any, int | None] = {}
+        # what the guarded consumer's seek to the committed offsets records
+        self.stream_starts: dict[Any, int] = {}
         if committed is not None:
             self._committed_offset[EVENTS] = committed
-        self.log_start = log_start
+        else:
+            self.stream_starts[EVENTS] = log_start
         self._acked: dict[Any, list[int]] = defaultdict(list)
         self._gap: dict[Any, IntervalTree] = defaultdict(IntervalTree)
         self.positions = {EVENTS: position}
@@ -40,15 +42,11 @@ class ConsumerBooks:
     async def seek(self, tp: Any, offset: int) -> None:
         self.seeks.append((tp, offset))
 
-    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
-        return dict.fromkeys(tps, self.log_start)
-
 
 class App:
     def __init__(self, consumer: ConsumerBooks) -> None:
         self.consumer = consumer
         self.rebalancing = False
-        self.conf = SimpleNamespace(consumer_auto_offset_reset="earliest")
 
 
 def guard(
