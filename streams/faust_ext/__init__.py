@@ -10,7 +10,9 @@ Private APIs touched, by module:
   accepts a one-offset gap at the head of the acked offsets):
   - `faust.transport.drivers.aiokafka.Consumer._new_offset`, `._commit_offsets`
     (overridden), `._acked`, `._committed_offset`, `._gap` (read; `_gap[tp].addi` to
-    accept offsets gone by retention);
+    accept offsets gone by retention), `.seek_to_committed` (overridden: aiokafka's
+    leaves partitions with no committed offset, or 0, where recovery's early fetch
+    left them) and `._seek`;
   - mode `Service.wait_first` (overridden for faust's per-record hand-off, which it
     recognises by `asyncio.Event.wait`'s code object), `Service._stopped`, `._crashed`;
     `Consumer.suspend_flow` replaced by a `FlowEvent`.
