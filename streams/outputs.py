@@ -132,8 +132,8 @@ class BatchedOutputs:
         # (topic, partition or None for "by key") -> records in the order added
         self._waiting: dict[tuple[str, int | None], list[_Record]] = {}
         self._waiting_count = 0
+        # the end of this loop turn (`call_soon`) or the linger (`call_later`: a TimerHandle)
         self._timer: asyncio.Handle | None = None
-        self._timer_lingers = False  # `_timer` is the linger's, not the end of a turn
         self._drain_lock = asyncio.Lock()
         self._drains: set[asyncio.Task[None]] = set()
         self._unacked: set[asyncio.Future[Any]] = set()
@@ -182,18 +182,16 @@ class BatchedOutputs:
             return  # the drain under way takes these too before it ends
         if self._waiting_count >= self._batch_records:
             self._start_drain()
-        elif self._timer is None or self._timer_lingers:
+        elif self._timer is None or isinstance(self._timer, asyncio.TimerHandle):
             idle = self._send_when_idle and not self._unacked and not self.input_waiting()
             if idle:  # at the end of this turn (also when a backlog just ran out)
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = asyncio.get_running_loop().call_soon(self._start_drain)
-                self._timer_lingers = False
             elif self._timer is None:
                 # the acknowledgement of the last outstanding batch starts the drain,
                 # unless more input is queued (then the linger does)
                 self._timer = asyncio.get_running_loop().call_later(self._linger, self._start_drain)
-                self._timer_lingers = True
 
     def _start_drain(self) -> None:
         if self._timer is not None:
