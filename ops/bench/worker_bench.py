@@ -9,7 +9,9 @@
   processes of one app. Figures: events / (last - first) (verdict produce times for the
   workers), and over the middle 80% of the events (leaves out start-up and the rebalance
   while the second worker joins); the worker as a share of the bare agent, and two
-  workers as a multiple of one (`--workers 1` skips that run).
+  workers as a multiple of one (`--workers 1` skips that run). Over each middle 80%: the
+  CPU per event and cores of the agent or workers, and how many of the machine's cores
+  were busy (/proc/stat): whether the cores, not the code, were the limit.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
@@ -208,8 +210,11 @@ def span_rates(stamps: list[float]) -> tuple[float, float]:
     return whole, middle
 
 
-async def run_bare_agent(bootstrap: str, topic: str, count: int, workdir: Path) -> dict[str, float]:
-    """The bare faust agent (ops/bench/bare_agent.py) over `topic`; its time marks."""
+async def run_bare_agent(
+    bootstrap: str, topic: str, count: int, workdir: Path
+) -> tuple[dict[str, float], Usage]:
+    """The bare faust agent (ops/bench/bare_agent.py) over `topic`; its time marks and
+    the CPU it and the machine used."""
     result = workdir / f"bare-{uuid.uuid4().hex[:6]}.json"
     app_id = f"bench-bare-{uuid.uuid4().hex[:8]}"
     script = Path(__file__).resolve().parent / "bare_agent.py"
@@ -220,6 +225,8 @@ async def run_bare_agent(bootstrap: str, topic: str, count: int, workdir: Path) 
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        usage = Usage([proc.pid])
+        sampler = asyncio.ensure_future(usage.sample())
         try:
             deadline = time.monotonic() + 600
             while not result.exists():
@@ -227,15 +234,17 @@ async def run_bare_agent(bootstrap: str, topic: str, count: int, workdir: Path) 
                     raise RuntimeError(f"the bare agent stopped early; see {workdir}/bare.log")
                 await asyncio.sleep(0.2)  # polling a child's result file, not a test
         finally:
+            sampler.cancel()
             stop_worker(proc)
     marks: dict[str, float] = json.loads(result.read_text())
-    return marks
+    return marks, usage
 
 
 async def run_workers(
     args: argparse.Namespace, env: dict[str, str], workers: int, workdir: Path, count: int
-) -> list[float]:
-    """`workers` worker processes of one app over the backlog; their verdicts' times."""
+) -> tuple[list[float], Usage]:
+    """`workers` worker processes of one app over the backlog; their verdicts' times and
+    the CPU they and the machine used."""
     profile = workdir / "worker.prof" if args.profile and workers == 1 else None
     sampled = Path(args.py_spy).resolve() if args.py_spy and workers == 1 else None
     procs = []
@@ -244,18 +253,21 @@ async def run_workers(
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
         procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled))
+    usage = Usage([proc.pid for proc in procs])
+    sampler = asyncio.ensure_future(usage.sample())
     try:
         got = await collect(
             args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions, count, deadline=600
         )
     finally:
+        sampler.cancel()
         for proc in procs:
             stop_worker(proc)
     if profile is not None:
         print("profile (top 25 by cumulative time, worker process):")
         pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
         pstats.Stats(str(profile)).sort_stats("tottime").print_stats(25)
-    return [record.timestamp / 1000 for _, record in got]  # verdict produce times
+    return [record.timestamp / 1000 for _, record in got], usage  # verdict produce times
 
 
 async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
@@ -280,8 +292,8 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
                 await create_topics(Settings.from_env(env))
                 load = os.getloadavg()[0]
                 proc = start_worker(env, workdir / f"tree-{round_}.log", None, tree=tree)
-                cpu: list[tuple[float, float]] = []
-                sampler = asyncio.ensure_future(sample_cpu(proc.pid, cpu))
+                usage = Usage([proc.pid])
+                sampler = asyncio.ensure_future(usage.sample())
                 try:
                     got = await collect(
                         args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions,
@@ -292,8 +304,7 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
                     stop_worker(proc)
                 stamps = sorted(record.timestamp / 1000 for _, record in got)
                 whole, middle = span_rates(stamps)
-                low, high = stamps[len(stamps) // 10], stamps[len(stamps) * 9 // 10]
-                per_event = (cpu_at(cpu, high) - cpu_at(cpu, low)) / (len(stamps) * 0.8) * 1e6
+                per_event = usage.cpu_per_event(*middle_window(stamps), len(stamps) * 0.8)
                 rates[tree].append(whole)
                 cpus[tree].append(per_event)
                 print(
@@ -313,22 +324,65 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
         )
 
 
-async def sample_cpu(pid: int, into: list[tuple[float, float]]) -> None:
-    """(wall time, CPU seconds of process `pid`: user + system) every 50 ms (Linux)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    while True:
+class Usage:
+    """CPU time of some processes and busy time of the whole machine, sampled every 50 ms
+    (Linux /proc), so a run's figures can say whether the cores were the limit: a second
+    worker cannot scale out onto a core that the first, the broker and the bench already
+    keep busy."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.samples: list[tuple[float, float, float]] = []
+        """(wall time, CPU seconds of the processes, busy CPU seconds of the machine)"""
+
+    async def sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while True:
+            processes = 0
+            for pid in self.pids:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                processes += int(fields[11]) + int(fields[12])
+            # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
+            cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+            busy = sum(cpu) - cpu[3] - cpu[4]
+            self.samples.append((time.time(), processes / tick, busy / tick))
+            await asyncio.sleep(0.05)  # sampling CPU counters, not a test
+
+    def _span(self, start: float, end: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The first and last samples within `start`..`end` (wall times)."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            raise ValueError("too few CPU samples in the window")
+        return inside[0], inside[-1]
+
+    def cpu_per_event(self, start: float, end: float, events: float) -> float:
+        """The processes' CPU µs per event from `start` to `end`, over which `events`
+        were processed (counted over the samples' part of the window)."""
+        first, last = self._span(start, end)
+        share = events * (last[0] - first[0]) / max(1e-9, end - start)
+        return (last[1] - first[1]) / max(1.0, share) * 1e6
+
+    def between(self, start: float, end: float, events: float) -> str:
+        """The processes' CPU per event and cores, and the machine's busy cores."""
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return
-        into.append((time.time(), (int(fields[11]) + int(fields[12])) / tick))
-        await asyncio.sleep(0.05)  # sampling a child's CPU time, not a test
+            first, last = self._span(start, end)
+        except ValueError as exc:
+            return str(exc)
+        wall = last[0] - first[0]
+        return (
+            f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
+            f"{(last[1] - first[1]) / wall:.2f} cores; machine busy "
+            f"{(last[2] - first[2]) / wall:.2f} of {os.cpu_count()} cores"
+        )
 
 
-def cpu_at(samples: list[tuple[float, float]], when: float) -> float:
-    """The CPU time of the latest sample taken at or before `when`."""
-    before = [cpu for at, cpu in samples if at <= when]
-    return before[-1] if before else samples[0][1]
+def middle_window(stamps: list[float]) -> tuple[float, float]:
+    """The 10th and 90th percentile of `stamps` (the middle 80% of the events)."""
+    ordered = sorted(stamps)
+    return ordered[len(ordered) // 10], ordered[len(ordered) * 9 // 10]
 
 
 async def sustained(args: argparse.Namespace, workdir: Path) -> None:
@@ -342,17 +396,19 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"sustained: {len(data)} events backlog, {args.partitions} partitions, load {load}")
 
-    marks = await run_bare_agent(args.bootstrap, f"{prefix}-events", len(data), workdir)
+    marks, bare_usage = await run_bare_agent(args.bootstrap, f"{prefix}-events", len(data), workdir)
     bare_whole = len(data) / max(1e-9, marks["last"] - marks["first"])
     bare_middle = (len(data) * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
+    print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], len(data) * 0.8)}")
 
-    one = await run_workers(args, env, 1, workdir, len(data))
+    one, one_usage = await run_workers(args, env, 1, workdir, len(data))
     one_whole, one_middle = span_rates(one)
     print(
         f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
         f"{one_whole / bare_whole:.0%} of the bare agent ({one_middle / bare_middle:.0%})"
     )
+    print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
     if args.workers < 2:
         return
     # Two workers of another app (group, changelog, verdicts) over the same events topic.
@@ -360,12 +416,13 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     env_two = worker_env(args.bootstrap, second, args.partitions)
     env_two["LOOPWATCH_EVENTS_TOPIC"] = f"{prefix}-events"
     await create_topics(Settings.from_env(env_two))
-    two = await run_workers(args, env_two, 2, workdir, len(data))
+    two, two_usage = await run_workers(args, env_two, 2, workdir, len(data))
     two_whole, two_middle = span_rates(two)
     print(
         f"  two workers:       {two_whole:8,.0f} events/s  (middle 80%: {two_middle:,.0f})  "
         f"{two_whole / one_whole:.2f}x one worker ({two_middle / one_middle:.2f}x)"
     )
+    print(f"    middle 80%: {two_usage.between(*middle_window(two), len(two) * 0.8)}")
     print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
