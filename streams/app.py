@@ -20,6 +20,7 @@ from loopwatch.streams.faust_ext.app import (
     started_producer,
     worker_ready,
 )
+from loopwatch.streams.faust_ext.inline import inline_callback
 from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
 from loopwatch.streams.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.lag import PartitionProgress, assigned_positions
@@ -110,7 +111,7 @@ def create_app(
     order = OffsetOrder(app)
     health = AgentHealth()
 
-    _add_stream_agent(app, topics.events, order, handler, health, outputs=outputs)
+    _process_events_inline(app, topics.events, table, order, handler, health, outputs=outputs)
 
     events_topic = settings.events_topic
 
@@ -156,36 +157,48 @@ def create_app(
     return app
 
 
-def _add_stream_agent(
+def _process_events_inline(
     app: Any,
     topic: Any,
+    table: SessionTable,
     order: OffsetOrder,
     handler: RecordHandler,
     health: AgentHealth,
     *,
     outputs: Outputs,
 ) -> None:
-    """The faust agent (concurrency 1) that hands each record of `topic` to `handler`."""
+    """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
+    and in offset order per partition (`streams.faust_ext.inline`: no faust stream)."""
 
-    async def process_events(stream: Any) -> None:
-        if isinstance(outputs, BatchedOutputs):  # a backlog: batches grow for the linger
-            outputs.input_waiting = lambda: not stream.channel.empty()
-        try:
-            async for event in stream.events():
-                message = event.message
-                if order.check(message.tp, message.offset):
-                    order.busy = True
-                    try:
-                        await handler.process(event)
-                    finally:
-                        order.busy = False
-                    order.processed(message.tp, message.offset)
-                health.processed += 1
-        except Exception as exc:  # faust restarts the agent: count it, /ready reports it
-            health.crashed(exc)
-            raise
+    async def process(message: Any) -> None:
+        if order.check(message.tp, message.offset):
+            order.busy = True
+            try:
+                # the table's partition is the record's (faust takes it from the
+                # current event, which only a stream sets)
+                with table.writing_in(message.partition):
+                    await handler.process(_Current(message))
+            except Exception as exc:  # the worker stops; /ready and the metric say why
+                health.crashed(exc)
+                raise
+            finally:
+                order.busy = False
+            order.processed(message.tp, message.offset)
+        health.processed += 1
 
-    app.agent(topic, name="loopwatch.process_events", concurrency=1)(process_events)
+    if isinstance(outputs, BatchedOutputs):  # a backlog: batches grow for the linger
+        outputs.input_waiting = lambda: app.consumer.fetched_waiting > 0
+    app.topics.process_inline(topic, inline_callback(app, process))
+    app.loopwatch_process = process
+
+
+class _Current:
+    """What `RecordHandler.process` reads of a faust event: its message."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
 
 
 def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None:

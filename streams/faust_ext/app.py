@@ -9,6 +9,7 @@ from typing import Any
 
 import faust
 
+from loopwatch.streams.faust_ext.inline import InlineConductor
 from loopwatch.streams.faust_ext.offset_guard import GuardedTransport
 from loopwatch.streams.faust_ext.session_table import SessionTable
 
@@ -39,6 +40,10 @@ class LoopwatchApp(faust.App):
         self.sensors.remove(self.monitor)
         self.sensors.add(faust.Sensor())
         return services
+
+    def _new_conductor(self) -> Any:
+        # records of the events topic go to the worker without a stream
+        return InlineConductor(app=self, beacon=None)
 
 
 def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> LoopwatchApp:

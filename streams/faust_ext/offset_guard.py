@@ -89,6 +89,8 @@ class InlineHandOff(Service):
     """
 
     suspend_flow: asyncio.Event
+    inline_busy = False
+    """Set while a record is processed inline (`streams.faust_ext.inline`)."""
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
         if not self._is_record_hand_off(coros):
@@ -99,6 +101,12 @@ class InlineHandOff(Service):
             awaiting = hand_off.send(None)
         except StopIteration as done:
             return WaitResults([hand_off], [done.value], False)
+        if self.inline_busy:
+            # A record processed inline (`streams.faust_ext.inline`) waits for room for
+            # its outputs: finish it even if the flow stops meanwhile, so that an event
+            # is never left with part of its records sent (the rebalance waits for it:
+            # it is tracked until acked).
+            return WaitResults([hand_off], [await _Resumed(hand_off, awaiting)], False)
         flow = self.suspend_flow
         assert isinstance(flow, FlowEvent)
         resumed: asyncio.Future[Any] = asyncio.ensure_future(_Resumed(hand_off, awaiting))
@@ -128,6 +136,9 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()
+        # Records of the latest fetch not yet handed over (`inline_callback` counts them
+        # down): whether more input is ready now, for the outputs' linger.
+        self.fetched_waiting = 0
         # Stream partitions without a committed offset above 0: where their processing
         # starts (set at each seek to the committed offsets; `OffsetOrder.heal` reads it).
         self.stream_starts: dict[Any, int] = {}
@@ -140,6 +151,11 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
             return None  # commit nothing for tp until its committed offset is processed
         offset: int | None = super()._new_offset(tp)
         return offset
+
+    async def _wait_next_records(self, timeout: float) -> Any:
+        records, active = await super()._wait_next_records(timeout)
+        self.fetched_waiting = sum(map(len, records.values())) if records else 0
+        return records, active
 
     async def seek_to_committed(self) -> Mapping[Any, int]:
         committed: Mapping[Any, int] = await super().seek_to_committed()
@@ -304,6 +320,9 @@ class OffsetOrder:
         if app.rebalancing:
             self._stalled.clear()
             return
+        if self.busy:  # inside a record's hand-off (processed inline): not now
+            self._stalled.clear()
+            return
         consumer = app.consumer
         for tp, gap in list(self._gaps.items()):
             start, after, seeks = gap
@@ -318,9 +337,6 @@ class OffsetOrder:
                 continue
             gap[2] += 1
             await consumer.seek(tp, start)
-        if self.busy:
-            self._stalled.clear()
-            return
         stalled: dict[Any, int] = {}
         for tp in consumer.assignment():
             if tp.topic != topic:

@@ -1,15 +1,17 @@
-"""faust `test_context()` harness: the real app with the memory store and recording
-outputs in place of the Kafka producer (no broker)."""
+"""The real app with the memory store and recording outputs in place of the Kafka
+producer (no broker): records are handed to the app's per-record processing as the
+consumer's fetch loop hands them over (`streams.faust_ext.inline`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from faust.types import Message
 
 from loopwatch.models import AgentEvent
 from loopwatch.streams.app import create_app
@@ -78,8 +80,8 @@ def _recording_outputs(settings: Settings) -> RecordingOutputs:
 @dataclass
 class Harness:
     app: Any
-    agent: Any
     outputs: RecordingOutputs
+    offset: int = 0
 
     @property
     def sent(self) -> list[Sent]:
@@ -111,7 +113,11 @@ class Harness:
         self.outputs.hold_acks = hold
 
     async def put(self, value: bytes | None, key: bytes | None = None) -> None:
-        await self.agent.put(value, key=key)
+        """One record of the events topic (partition 0, the next offset), processed."""
+        topic = self.app.loopwatch_topics.events.get_topic_name()
+        message = Message(topic, 0, self.offset, time.time(), 0, [], key, value, None)
+        self.offset += 1
+        await self.app.loopwatch_process(message)
 
     async def put_event(self, event: AgentEvent) -> None:
         await self.put(event.model_dump_json().encode(), key=event.session_id.encode())
@@ -140,18 +146,15 @@ async def harness_factory(
     settings_overrides: dict[str, Any],
 ) -> AsyncIterator[Callable[[], Awaitable[Harness]]]:
     """Start harnesses (each a fresh app, like a fresh worker process) on demand."""
-    async with AsyncExitStack() as stack:
 
-        async def start() -> Harness:
-            settings = stream_settings(**settings_overrides)
-            outputs = _recording_outputs(settings)
-            app = create_app(settings, outputs=outputs)
-            app.finalize()
-            agent = app.agents["loopwatch.process_events"]
-            context = await stack.enter_async_context(agent.test_context())
-            return Harness(app, context, outputs)
+    async def start() -> Harness:
+        settings = stream_settings(**settings_overrides)
+        outputs = _recording_outputs(settings)
+        app = create_app(settings, outputs=outputs)
+        app.finalize()
+        return Harness(app, outputs)
 
-        yield start
+    yield start
 
 
 @pytest.fixture
