@@ -1,14 +1,16 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
 environment) is what `faust -A streams.app` loads.
 
-Thin on purpose: topics, the `sessions` table, one faust agent with concurrency 1 and
-the `/metrics` page. All detection happens in `streams.detector`, all per-record logic
+Thin on purpose: topics, the `sessions` table, the events topic's records handed to the
+record handler one at a time as the consumer fetches them (`faust_ext.inline`), and the
+`/metrics` page. All detection happens in `streams.detector`, all per-record logic
 in `streams.processing` (carried out by `streams.record_handler`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -111,7 +113,10 @@ def create_app(
     order = OffsetOrder(app)
     health = AgentHealth()
 
-    _process_events_inline(app, topics.events, table, order, handler, health, outputs=outputs)
+    _process_events_inline(
+        app, topics.events, table=table, order=order, handler=handler, health=health,
+        outputs=outputs,
+    )  # fmt: skip
 
     events_topic = settings.events_topic
 
@@ -160,15 +165,17 @@ def create_app(
 def _process_events_inline(
     app: Any,
     topic: Any,
+    *,
     table: SessionTable,
     order: OffsetOrder,
     handler: RecordHandler,
     health: AgentHealth,
-    *,
     outputs: Outputs,
 ) -> None:
     """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
     and in offset order per partition (`streams.faust_ext.inline`: no faust stream)."""
+
+    crash = _crasher(app)
 
     async def process(message: Any) -> None:
         if order.check(message.tp, message.offset):
@@ -178,8 +185,12 @@ def _process_events_inline(
                 # current event, which only a stream sets)
                 with table.writing_in(message.partition):
                     await handler.process(_Current(message))
-            except Exception as exc:  # the worker stops; /ready and the metric say why
+            except Exception as exc:
+                # Not a bad record (those are dead letters: process_record never raises)
+                # but e.g. the outputs failing: the worker stops, its offset uncommitted;
+                # a restart reads the record again. /ready and the metric say why.
                 health.crashed(exc)
+                crash(exc)
                 raise
             finally:
                 order.busy = False
@@ -190,6 +201,18 @@ def _process_events_inline(
         outputs.input_waiting = lambda: app.consumer.fetched_waiting > 0
     app.topics.process_inline(topic, inline_callback(app, process))
     app.loopwatch_process = process
+
+
+def _crasher(app: Any) -> Callable[[BaseException], None]:
+    """A function that stops `app` (the worker) with an error, from any callback."""
+    crashes: set[asyncio.Future[Any]] = set()
+
+    def crash(exc: BaseException) -> None:
+        task = asyncio.ensure_future(app.crash(exc))
+        crashes.add(task)
+        task.add_done_callback(crashes.discard)
+
+    return crash
 
 
 class _Current:

@@ -30,6 +30,12 @@ Private APIs touched, by module:
   `Worker.on_setup_root_logger` (no DEBUG root logger for the spinner),
   `App.tables.recovery.completed` and `App.in_recovery` (`worker_ready`, the readiness
   gauge).
+* `inline` (the events topic's records handed to the worker as the consumer fetches
+  them, without a faust stream): `Conductor._build_handler` (overridden), `App._new_conductor`
+  (in `app`), `Consumer.track_message` / `.ack` / `.suspend_flow`,
+  `Consumer._wait_next_records` (overridden in `offset_guard`, to count the fetched
+  records), `Message.generation_id` / `.tracked`, `App.consumer_generation_id`,
+  `App.flow_control`.
 * `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`.
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").

@@ -106,7 +106,7 @@ class InlineHandOff(Service):
             # its outputs: finish it even if the flow stops meanwhile, so that an event
             # is never left with part of its records sent (the rebalance waits for it:
             # it is tracked until acked).
-            return WaitResults([hand_off], [await _Resumed(hand_off, awaiting)], False)
+            return WaitResults([hand_off], [await _resume(hand_off, awaiting)], False)
         flow = self.suspend_flow
         assert isinstance(flow, FlowEvent)
         resumed: asyncio.Future[Any] = asyncio.ensure_future(_Resumed(hand_off, awaiting))

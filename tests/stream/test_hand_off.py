@@ -187,3 +187,33 @@ async def test_other_calls_go_to_mode_unchanged() -> None:
 
     results = await consumer.wait_first(work(), never)
     assert results.results == [7]
+
+
+async def test_a_record_processed_inline_is_finished_even_if_the_flow_stops_meanwhile() -> None:
+    # An event half sent (its verdict queued, its warning not) must never be cut short:
+    # the same process would later take the event's replay for one already sent.
+    consumer = _Consumer()
+    room = asyncio.get_running_loop().create_future()
+    started = asyncio.Event()
+    steps: list[str] = []
+
+    async def hand_off() -> str:
+        consumer.inline_busy = True
+        try:
+            steps.append("verdict queued")
+            started.set()
+            await room  # waiting for room for its records
+            steps.append("warning queued")
+        finally:
+            consumer.inline_busy = False
+        return "processed"
+
+    waiting = asyncio.ensure_future(consumer.wait_first(hand_off(), consumer.suspend_flow.wait()))
+    await asyncio.wait_for(started.wait(), timeout=5)
+    consumer.suspend_flow.set()  # a rebalance begins
+    await asyncio.sleep(0)  # give the flow's waiter its turn: it must not win
+    assert not waiting.done()
+    room.set_result(None)
+    results = await asyncio.wait_for(waiting, timeout=5)
+    assert results.results == ["processed"]
+    assert steps == ["verdict queued", "warning queued"]

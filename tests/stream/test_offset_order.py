@@ -81,6 +81,19 @@ async def test_a_record_past_a_dropped_one_is_held_back_until_the_partition_is_r
     assert feed(order, [6, 5, 6]) == [5, 6]  # a stale 6, then the re-read 5 and 6
 
 
+async def test_a_gap_is_re_read_only_outside_a_record_s_hand_off() -> None:
+    # records are processed inside the consumer's hand-off: a seek made while one waits
+    # there would race with the fetch loop's read-offset bookkeeping
+    order, consumer = guard(committed=5, position=7)
+    assert feed(order, [6]) == []
+    order.busy = True
+    await order.heal("events")
+    assert consumer.seeks == []
+    order.busy = False
+    await order.heal("events")
+    assert consumer.seeks == [(EVENTS, 5)]
+
+
 async def test_gaps_faust_knows_of_pass_at_once() -> None:
     order, consumer = guard(committed=5)
     consumer._gap[EVENTS].addi(6, 7)  # a transaction marker at 6
