@@ -2,8 +2,8 @@
 
 `/healthz`: the process serves HTTP (liveness). `/ready`: this worker processes its share
 of the events right now: it has partitions of the events topic assigned, no rebalance or
-table recovery is under way, the stream agent has not crashed without processing a record
-since, and the broker is reachable with the producer not failed. Both answer JSON; `/ready`
+table recovery is under way, the processing of the events has not crashed (the worker
+stops then) without processing a record since, and the broker is reachable with the producer not failed. Both answer JSON; `/ready`
 answers 503 with the reasons when not ready. docs/operations.md says how to probe them.
 """
 
@@ -23,14 +23,15 @@ from loopwatch.streams.broker_outage import BrokerOutage
 
 @dataclass
 class AgentHealth:
-    """Crashes of the faust stream agent, and whether it processed a record since."""
+    """Crashes of the events' processing (`streams.app`; the worker stops after one), and
+    whether a record was processed since."""
 
     crashes: int = 0
     """`loopwatch_agent_crashes_total`."""
     last_error: str | None = None
     """The exception type of the last crash."""
     processed: int = 0
-    """Records the agent finished (any outcome)."""
+    """Records processed (any outcome)."""
     processed_at_crash: int = -1
 
     def crashed(self, exc: BaseException) -> None:
