@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from loopwatch.models import (
@@ -37,6 +38,7 @@ from loopwatch.streams.detector.tools import fingerprint_digest, id_digest, shor
 # LoopVerdict(...) with the same validation (and fields set) minus BaseModel.__init__'s
 # own overhead: ~1.5 us of the ~4 us a verdict took, on every event.
 _validate_verdict = LoopVerdict.__pydantic_validator__.validate_python
+_validate_warning = LoopWarning.__pydantic_validator__.validate_python
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,7 @@ def observe_episodes(
 
     def subject_of(name: RuleName) -> str | None:
         if match is not None and name == match.rule.name:  # the warned rule: its hit
-            return short_digest(match.hit.subject)[:_SUBJECT_CHARS]
+            return _subject_digest(match.hit.subject)
         return episode_subject(new, config, name)
 
     changes = track(
@@ -154,6 +156,14 @@ def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, 
 _SUBJECT_CHARS = 16  # 64 bits: tells a session's loops apart, names no content
 
 
+@lru_cache(maxsize=4096)
+def _subject_digest(subject: str) -> str:
+    """A subject as an episode records it, remembered for the 4,096 newest: a loop's
+    subject is digested again at each of its warnings. Pure: the cache changes the cost
+    only."""
+    return short_digest(subject)[:_SUBJECT_CHARS]
+
+
 def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName) -> str | None:
     """The subject of rule `name` if it fires in this state (None: it does not), as an
     episode records it: 16 hex digits of SHA-256 of the rule's `Hit.subject`. Whether an
@@ -162,7 +172,7 @@ def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName
     for check, index, rule in state.rules.for_config(config):
         if rule.name == name:
             hit = _checked(rule, check, parts[index], config)
-            return None if hit is None else short_digest(hit.subject)[:_SUBJECT_CHARS]
+            return None if hit is None else _subject_digest(hit.subject)
     return None
 
 
@@ -280,13 +290,16 @@ def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning
     """The warning a verdict carries for this match (SPEC §5)."""
     hit = match.hit
     name = match.rule.name
-    return LoopWarning(
-        rule=name,
-        tool_names=hit.tool_names,
-        count=hit.count,
-        threshold=hit.threshold,
-        message=texts.render(name, hit.tool_names, hit.count, hit.threshold),
+    warning: LoopWarning = _validate_warning(
+        {
+            "rule": name,
+            "tool_names": hit.tool_names,
+            "count": hit.count,
+            "threshold": hit.threshold,
+            "message": texts.render(name, hit.tool_names, hit.count, hit.threshold),
+        }
     )
+    return warning
 
 
 def evaluate(
