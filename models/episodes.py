@@ -58,7 +58,8 @@ class LoopEpisode(BaseModel):
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""
-        return self.model_dump_json().encode("utf-8")
+        # model_dump_json() with its defaults, without its str round trip (once per event)
+        return LoopEpisode.__pydantic_serializer__.to_json(self)
 
 
 EPISODE_ADAPTER: TypeAdapter[LoopEpisode] = TypeAdapter(LoopEpisode)

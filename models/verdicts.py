@@ -82,7 +82,8 @@ class LoopVerdict(BaseModel):
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""
-        return self.model_dump_json().encode("utf-8")
+        # model_dump_json() with its defaults, without its str round trip (once per event)
+        return LoopVerdict.__pydantic_serializer__.to_json(self)
 
 
 VERDICT_ADAPTER: TypeAdapter[LoopVerdict] = TypeAdapter(LoopVerdict)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -19,6 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from loopwatch.models import LoopEpisode
@@ -41,6 +43,28 @@ CONTENT_TYPE = "text/plain; version=0.0.4"
 # Produce-to-verdict latency: the detector answers in well under a millisecond; the
 # buckets cover producer batching up to a consumer stall.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+
+
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class _Children(Generic[M]):
+    """A labelled metric's children by label values. `labels()` checks the values and
+    takes the metric's lock on every call; the children of a metric whose label sets
+    nothing removes never change, so each is looked up once (the values are bounded:
+    rules, outcomes and the capped agent and tool labels)."""
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class Metrics:
@@ -89,6 +113,8 @@ class Metrics:
         self._agents: set[str] = set()
         self._tools: set[str] = set()
         self._loop_metrics(r)
+        self._warnings = _Children(self.warnings)
+        self._expired = _Children(self.expired)
         self.partition_lag = Gauge(
             "loopwatch_partition_lag",
             "Events in each assigned partition of the events topic not yet processed "
@@ -161,24 +187,40 @@ class Metrics:
             buckets=_BREAK_BUCKETS,
             registry=r,
         )
+        self._sessions_started = _Children(self.sessions_started)
+        self._looping_sessions = _Children(self.looping_sessions)
+        self._loops_started = _Children(self.loops_started)
+        self._loops_ended = _Children(self.loops_ended)
+        self._loops_by_tool = _Children(self.loops_by_tool)
+        self._loop_peak = _Children(self.loop_peak)
+        self._loop_warnings = _Children(self.loop_warnings)
+        self._time_to_break = _Children(self.time_to_break)
+
+    def count_warning(self, rule: str, agent_id: str | None) -> None:
+        """`loopwatch_warnings_total{rule, agent_id}` += 1."""
+        self._warnings(rule, self.agent_label(agent_id)).inc()
+
+    def count_expired(self, reason: str) -> None:
+        """`loopwatch_sessions_expired_total{reason}` += 1."""
+        self._expired(reason).inc()
 
     def count_session(self, agent_id: str | None) -> None:
-        self.sessions_started.labels(self.agent_label(agent_id)).inc()
+        self._sessions_started(self.agent_label(agent_id)).inc()
 
     def loop_started(self, episode: OpenEpisode, *, first_in_session: bool) -> None:
         agent = self.agent_label(episode.agent_id)
-        self.loops_started.labels(episode.rule, agent).inc()
+        self._loops_started(episode.rule, agent).inc()
         if first_in_session:
-            self.looping_sessions.labels(agent).inc()
+            self._looping_sessions(agent).inc()
         for tool in episode.tool_names:
-            self.loops_by_tool.labels(self.tool_label(tool)).inc()
+            self._loops_by_tool(self.tool_label(tool)).inc()
 
     def loop_ended(self, episode: LoopEpisode) -> None:
-        self.loops_ended.labels(episode.rule, episode.outcome).inc()
-        self.loop_peak.labels(episode.rule).observe(episode.peak_count)
-        self.loop_warnings.labels(episode.rule, episode.outcome).observe(episode.warnings)
+        self._loops_ended(episode.rule, episode.outcome).inc()
+        self._loop_peak(episode.rule).observe(episode.peak_count)
+        self._loop_warnings(episode.rule, episode.outcome).observe(episode.warnings)
         if episode.outcome == "broken":
-            self.time_to_break.labels(episode.rule).observe(episode.duration_seconds)
+            self._time_to_break(episode.rule).observe(episode.duration_seconds)
 
     def count_event(self, event_type: str) -> None:
         """`loopwatch_events_total{type}` += 1."""

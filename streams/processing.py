@@ -182,30 +182,39 @@ def process_record(
         return Duplicate(event, None, replayed=not store.sent_here(session_id, event.seq))
 
     payload = verdict.to_json()
-    episode_payloads = tuple(episode.to_json() for episode in observation.closed)
-    unconfirmed: tuple[tuple[int, bytes], ...] = ((event.seq, payload),)
-    unconfirmed_episodes = tuple((event.seq, p) for p in episode_payloads)
+    seq = event.seq
+    closed = observation.closed
+    # Most events close no episode and find nothing left unconfirmed: no generators then.
+    episode_payloads = tuple(episode.to_json() for episode in closed) if closed else ()
+    unconfirmed: tuple[tuple[int, bytes], ...] = ((seq, payload),)
+    unconfirmed_episodes = tuple((seq, p) for p in episode_payloads) if closed else ()
     if previous is not None:
         # Kept until every record of that event is acknowledged (`store.is_unconfirmed`).
-        unconfirmed = (
-            *(item for item in previous.unconfirmed if store.is_unconfirmed(session_id, item[0])),
-            *unconfirmed,
-        )
-        unconfirmed_episodes = (
-            *(
-                item
-                for item in previous.unconfirmed_episodes
-                if store.is_unconfirmed(session_id, item[0])
-            ),
-            *unconfirmed_episodes,
-        )
+        if previous.unconfirmed:
+            unconfirmed = (
+                *(
+                    item
+                    for item in previous.unconfirmed
+                    if store.is_unconfirmed(session_id, item[0])
+                ),
+                *unconfirmed,
+            )
+        if previous.unconfirmed_episodes:
+            unconfirmed_episodes = (
+                *(
+                    item
+                    for item in previous.unconfirmed_episodes
+                    if store.is_unconfirmed(session_id, item[0])
+                ),
+                *unconfirmed_episodes,
+            )
     record: SessionRecord | None
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)
         expiry.forget(partition, session_id)
     else:
-        record = SessionRecord(new_state, event.seq, event.ts, unconfirmed, unconfirmed_episodes)
+        record = SessionRecord(new_state, seq, event.ts, unconfirmed, unconfirmed_episodes)
         store.set(session_id, record)
         expiry.touch(partition, session_id, event.ts, ended=record.ended)
     expired = []

@@ -10,13 +10,14 @@ record is current, as faust requires.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+
+import pydantic_core
 
 from loopwatch.streams.dead_letters import DeadLetter, send_dead_letter
 from loopwatch.streams.expiry import ExpiryIndex
@@ -113,15 +114,16 @@ class RecordHandler:
             message.timestamp,
             episodes=outcome.episode_payloads,
         )
+        metrics = self._metrics
         if warning is not None:
-            agent = self._metrics.agent_label(record_event.agent_id)
-            self._metrics.warnings.labels(warning.rule, agent).inc()
-        self._metrics.count_verdict()
+            metrics.count_warning(warning.rule, record_event.agent_id)
+        metrics.count_verdict()
         if outcome.record is None:
-            self._metrics.expired.labels("ended").inc()
+            metrics.count_expired("ended")
         for _session_id, ended in outcome.expired:
-            self._metrics.expired.labels("ended" if ended else "idle").inc()
-        await self._loops(outcome)
+            metrics.count_expired("ended" if ended else "idle")
+        if outcome.new_session or outcome.opened or outcome.episodes or outcome.expired_episodes:
+            await self._loops(outcome)
 
     async def _loops(self, outcome: Processed) -> None:
         """Loop metrics; the open episodes of sessions that expired go out as `expired`
@@ -201,5 +203,5 @@ class RecordHandler:
 
 def _rule_of(payload: bytes) -> str | None:
     """The warning rule of a stored verdict (a resent warning goes to both topics again)."""
-    warning = json.loads(payload).get("warning")
+    warning = pydantic_core.from_json(payload).get("warning")
     return None if warning is None else str(warning["rule"])

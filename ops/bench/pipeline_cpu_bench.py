@@ -1,7 +1,7 @@
 """CPU time per event of the worker's per-record pipeline, without Kafka. Prints figures.
 
     .venv/bin/python ops/bench/pipeline_cpu_bench.py [--events 30000] [--sessions 200]
-        [--reps 5] [--repo PATH]
+        [--reps 5] [--repo PATH] [--against PATH --rounds 10]
 
 `process_record` (decode, key and size checks, duplicates, the detector with loop
 episodes, the verdict's JSON, expiry) over a synthetic backlog (`synth.py`, the worker
@@ -10,7 +10,12 @@ decode (the worker writes a session's record once per offset commit and reads it
 recovery). Timed with `time.process_time`, the fastest of `--reps` runs: on a shared,
 loaded machine the CPU time of the best run moves far less than wall-clock medians.
 `--repo` measures another checkout (e.g. `git worktree add --detach ../wt-main main`)
-with this interpreter, for a before/after ratio.
+with this interpreter, for a before/after ratio. `--against` does that A/B in one run: a
+process per checkout, each holding its modules and records, runs `process_record` over
+the backlog once per round, alternating A, B, A, B, ...; it prints each checkout's
+median and fastest run. On a machine others load, a checkout's best of five in separate
+processes moved by ±30% from one invocation to the next; alternating whole runs of the
+two keeps both under the same load.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -36,13 +43,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--repo", type=Path, default=HERE)
+    parser.add_argument("--against", type=Path, help="a second checkout: alternate with it")
+    parser.add_argument("--rounds", type=int, default=10, help="with --against")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
+    if args.against is not None:
+        return _alternate([args.against.resolve(), repo], args)
     modules = _pipeline(repo)
     records = [
         (event["session_id"].encode(), json.dumps(event).encode())
         for event in generate(args.sessions, args.events, seed=1)
     ]
+    if args.serve:  # one run per line read, after one to warm up; prints its CPU per event
+        _best_pipeline(modules, records, 1)
+        for _line in sys.stdin:
+            print(f"{_best_pipeline(modules, records, 1)[0]:.3f}", flush=True)
+        return 0
     per_event, stored = _best_pipeline(modules, records, args.reps)
     encode, decode, size = _best_record_codec(modules, stored, args.reps)
     print(
@@ -51,6 +68,41 @@ def main(argv: list[str] | None = None) -> int:
         f"record encode {encode:5.1f} us, decode {decode:5.1f} us "
         f"({size:,.0f} bytes on average)  CPU, best of {args.reps}"
     )
+    return 0
+
+
+def _alternate(repos: list[Path], args: argparse.Namespace) -> int:
+    """`process_record`'s CPU per event in each checkout, runs alternated between them."""
+    command = [sys.executable, __file__, "--serve", "--events", str(args.events)]
+    command += ["--sessions", str(args.sessions)]
+    workers = [
+        subprocess.Popen(
+            [*command, "--repo", str(repo)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for repo in repos
+    ]
+    runs: list[list[float]] = [[] for _ in repos]
+    try:
+        for _ in range(args.rounds):
+            for worker, times in zip(workers, runs, strict=True):
+                assert worker.stdin is not None and worker.stdout is not None
+                worker.stdin.write("run\n")
+                worker.stdin.flush()
+                times.append(float(worker.stdout.readline()))
+    finally:
+        for worker in workers:
+            if worker.stdin is not None:
+                worker.stdin.close()
+            worker.wait()
+    for repo, times in zip(repos, runs, strict=True):
+        print(
+            f"{repo.name:14} {args.events:,} events  process_record median "
+            f"{statistics.median(times):6.1f} us/event, fastest {min(times):6.1f}  "
+            f"CPU, {args.rounds} runs alternated ({' '.join(f'{t:.1f}' for t in times)})"
+        )
     return 0
 
 

@@ -33,6 +33,10 @@ completes once its first 64 distinct ids are answered (a bigger parallel batch i
 and only makes the step count as completed a little early)."""
 
 
+# LoopEpisode(...) with the same validation, without BaseModel.__init__'s overhead.
+_validate_episode = LoopEpisode.__pydantic_validator__.validate_python
+
+
 @dataclass(frozen=True, slots=True)
 class OpenEpisode:
     """An episode still going on: what its warnings said so far."""
@@ -55,21 +59,24 @@ class OpenEpisode:
     def close(
         self, session_id: str, outcome: EpisodeOutcome, seq: int, at: datetime, agent_id: str | None
     ) -> LoopEpisode:
-        return LoopEpisode(
-            session_id=session_id,
-            agent_id=agent_id if agent_id is not None else self.agent_id,
-            rule=self.rule,
-            subject=self.subject,
-            tool_names=self.tool_names,
-            first_seq=self.first_seq,
-            last_seq=seq,
-            started_at=self.started_at,
-            ended_at=at,
-            peak_count=self.peak_count,
-            warnings=self.warnings,
-            outcome=outcome,
-            duration_seconds=max(0.0, (at - self.started_at).total_seconds()),
+        episode: LoopEpisode = _validate_episode(
+            {
+                "session_id": session_id,
+                "agent_id": agent_id if agent_id is not None else self.agent_id,
+                "rule": self.rule,
+                "subject": self.subject,
+                "tool_names": self.tool_names,
+                "first_seq": self.first_seq,
+                "last_seq": seq,
+                "started_at": self.started_at,
+                "ended_at": at,
+                "peak_count": self.peak_count,
+                "warnings": self.warnings,
+                "outcome": outcome,
+                "duration_seconds": max(0.0, (at - self.started_at).total_seconds()),
+            }
         )
+        return episode
 
     def expire(self, session_id: str) -> LoopEpisode:
         """Closed because the session's state expired: it ends at its last warning."""

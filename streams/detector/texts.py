@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 
 from loopwatch.models import RULES, RuleName
@@ -30,6 +31,13 @@ _MAX_NAME_CHARS = 64
 def display_name(tool_name: str) -> str:
     """A tool name as a warning shows it: safe characters only, bounded length."""
     return _UNSAFE_NAME_CHARS.sub("?", tool_name)[:_MAX_NAME_CHARS] or "?"
+
+
+@lru_cache(maxsize=1024)
+def _tools_text(tool_names: tuple[str, ...]) -> str:
+    """The tools as a warning names them, remembered per tuple of names (a loop's
+    warnings name the same tools each time; a pure function of the names)."""
+    return ", ".join(f"`{display_name(name)}`" for name in tool_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +63,12 @@ class WarningTexts:
         self, rule: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
     ) -> str:
         """The message for one warning."""
-        tools = ", ".join(f"`{display_name(name)}`" for name in tool_names)
+        # a hashable tuple (what the rules give) is remembered; anything else is not
+        tools = (
+            _tools_text(tool_names)
+            if type(tool_names) is tuple
+            else ", ".join(f"`{display_name(name)}`" for name in tool_names)
+        )
         # a deployment's override may predate the extended rules: they keep their default
         template = self.templates.get(rule) or DEFAULT_TEMPLATES[rule]
         return template.format(tools=tools, count=count, threshold=threshold)

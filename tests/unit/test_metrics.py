@@ -46,3 +46,21 @@ def test_an_empty_registry_still_exposes_every_family() -> None:
     assert samples["loopwatch_verdicts_total"] == 0
     assert samples['loopwatch_event_to_verdict_seconds_bucket{le="+Inf"}'] == 0
     assert samples["loopwatch_active_sessions"] == 0
+
+
+def test_labelled_counters_count_per_label_set_through_their_cached_children() -> None:
+    metrics = Metrics()
+    metrics.count_warning("repeated_result", "agent-a")
+    metrics.count_warning("repeated_result", "agent-a")
+    metrics.count_warning("repeated_batch", None)
+    metrics.count_expired("idle")
+    metrics.count_expired("ended")
+    metrics.count_expired("idle")
+    # a child got through labels() elsewhere (app.py does so) is the one counted here
+    metrics.warnings.labels("repeated_result", "agent-a").inc()
+    samples = _samples(metrics)
+    warnings = "loopwatch_warnings_total"
+    assert samples[f'{warnings}{{agent_id="agent-a",rule="repeated_result"}}'] == 3
+    assert samples[f'{warnings}{{agent_id="",rule="repeated_batch"}}'] == 1
+    assert samples['loopwatch_sessions_expired_total{reason="idle"}'] == 2
+    assert samples['loopwatch_sessions_expired_total{reason="ended"}'] == 1
