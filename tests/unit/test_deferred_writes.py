@@ -201,7 +201,11 @@ def test_a_crash_between_commits_loses_and_contradicts_no_verdict(
     for item in script:
         if item is not None:
             reference.run(*item)
-    verdicts = {(s, seq): payload for s, seq, payload in reference.sent}
+    # Usually one verdict per (session, seq); two when a session expired and an event of
+    # it came again afterwards (it opens a new session then: contract §8).
+    verdicts: dict[tuple[str, int], set[bytes]] = {}
+    for s, seq, payload in reference.sent:
+        verdicts.setdefault((s, seq), set()).add(payload)
 
     records = [item for item in script]
     first = Worker(FakeTable(), deferred=True)
@@ -226,4 +230,4 @@ def test_a_crash_between_commits_loses_and_contradicts_no_verdict(
         delivered.setdefault((s, seq), set()).add(payload)
     assert set(delivered) == set(verdicts)  # none lost, none invented
     for ident, payloads in delivered.items():
-        assert payloads == {verdicts[ident]}  # none contradicted
+        assert payloads == verdicts[ident]  # none lost or contradicted
