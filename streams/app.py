@@ -192,7 +192,9 @@ def _add_stream_agent(
 def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None:
     """Before each offset commit: the sessions' noted records to the table, then the
     outputs' flush (which covers their changelog records), so an offset is committed
-    only after its event's session record and verdict are acknowledged.
+    only after its event's session record and verdict are acknowledged. The records are
+    written a few dozen per loop turn, so events go on being processed in between (the
+    offsets this commit covers were fixed before the hook runs).
 
     The first commit also moves every object alive then (the modules, faust's and
     aiokafka's machinery: ~90,000 of them) out of the cyclic garbage collector's reach
@@ -207,7 +209,7 @@ def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None
         if not frozen:
             frozen = True
             gc.freeze()
-        store.write_pending()
+        await store.write_pending_in_turns()
         await outputs.flush()
 
     guard_commits(app, before_commit)
