@@ -223,8 +223,13 @@ class BatchedOutputs:
     def _drain_task(self) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self._drain_now())
         self._drains.add(task)
-        task.add_done_callback(self._drains.discard)
+        task.add_done_callback(self._drain_done)
         return task
+
+    def _drain_done(self, task: asyncio.Task[None]) -> None:
+        self._drains.discard(task)
+        if task.cancelled():  # the records it took are not sent: no later commit may pass
+            self._failed(asyncio.CancelledError("a drain was cancelled; its records are lost"))
 
     async def _drain(self) -> None:
         # In a task of its own: a caller cancelled mid-drain (a commit as the worker

@@ -168,3 +168,21 @@ async def test_an_unacknowledged_batch_fails_the_flush() -> None:
     with pytest.raises(OutputFailed):
         await flush
     assert len(failures) == 1
+
+
+async def test_a_cancelled_drain_fails_the_flush_and_every_later_one() -> None:
+    failures: list[BaseException] = []
+    producer = FakeProducer(gated=True)
+    outputs = outputs_for(producer, failures)
+    await outputs.send("verdicts", b"a", b"1")
+    flush = asyncio.ensure_future(outputs.flush())
+    await producer.entered.wait()  # the drain has taken `a` and waits for a slot
+    for drain in list(outputs._drains):
+        drain.cancel()
+    with pytest.raises(OutputFailed):
+        await flush
+    assert len(failures) == 1
+    producer.gated = False
+    await outputs.send("verdicts", b"b", b"2")
+    with pytest.raises(OutputFailed):  # `a` was never sent: no commit may pass it
+        await outputs.flush()
