@@ -199,7 +199,7 @@ def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None
     The first commit also moves every object alive then (the modules, faust's and
     aiokafka's machinery: ~90,000 of them) out of the cyclic garbage collector's reach
     (`gc.freeze()`): each full collection traversed them all and held the event loop for
-    50-120 ms every few seconds, the largest single stall of a verdict (docs/performance.md,
+    50-200 ms every few seconds, the largest single stall of a verdict (docs/performance.md,
     "The tail"). Frozen objects are still freed by reference counting. Only with the
     worker's own outputs: a test that passes recording outputs shares its process."""
     frozen = not isinstance(outputs, BatchedOutputs)

@@ -24,7 +24,7 @@ MAX_PENDING_WRITES = 4096
 once, without waiting for the commit."""
 WRITES_PER_TURN = 32
 """Noted records `write_pending_in_turns` encodes and writes per event-loop turn (about
-1 ms at 20-30 us each): the commit's 500 writes in one go held the loop 10-38 ms."""
+1 ms at 20-30 us each): the commit's ~500 writes in one go held the loop 3-38 ms."""
 
 VerdictId = tuple[str, int]
 """(session_id, seq)."""
