@@ -29,9 +29,12 @@ grow for the linger, as with the fixed one.
   records were added, and aiokafka keeps one batch per partition in flight, so records
   land in the order added (the changelog depends on it: the last write of a key wins).
 * Delivery: a record's `on_delivered(offset)` runs once the broker acknowledged it.
-  `flush()` sends what waits and returns when every batch is acknowledged; the consumer
-  calls it before each offset commit (`streams.faust_ext.offset_guard`), so an
-  offset is committed only after the records of the events before it are stored.
+  `flush()` sends what waits and returns when every record added before the call is
+  acknowledged; the consumer calls it before each offset commit
+  (`streams.faust_ext.offset_guard`), so an offset is committed only after the records
+  of the events before it are stored. Records added during the flush (events processed
+  meanwhile, whose offsets this commit does not cover) are not waited for: under load
+  the flush used to chase them and a commit took seconds.
 * Failure: a batch aiokafka gives up on fails `flush()` (no commit) and calls
   `on_failure`, which crashes the worker; the next one processes the uncommitted events
   again (the table keeps unacknowledged verdicts for that, see `session_record`).
@@ -136,7 +139,14 @@ class BatchedOutputs:
         self._timer: asyncio.Handle | None = None
         self._drain_lock = asyncio.Lock()
         self._drains: set[asyncio.Task[None]] = set()
-        self._unacked: set[asyncio.Future[Any]] = set()
+        # batch future -> the number of the first record of the drain round it is in
+        self._unacked: dict[asyncio.Future[Any], int] = {}
+        # Records are numbered as added; every record numbered below `_submitted` has
+        # been handed to aiokafka (a drain round takes all waiting ones at once).
+        self._added = 0
+        self._submitted = 0
+        self._round_start = 0
+        self._submit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._failure: BaseException | None = None
         self._partition_of: dict[tuple[str, bytes], int] = {}
 
@@ -167,17 +177,28 @@ class BatchedOutputs:
         self._add(topic, partition, _Record(key, value, None, None))
 
     async def flush(self) -> None:
-        await self._drain()
-        # The batches out now; later ones belong to events after the offsets committed.
-        unacked = set(self._unacked)
-        if unacked:
-            await asyncio.wait(unacked)
+        """Send what waits; return once every record added before this call is
+        acknowledged (raise `OutputFailed` if one was not)."""
+        mark = self._added
+        if self._submitted < mark and self._failure is None:
+            if not self._drain_lock.locked():
+                self._start_drain()
+            # else the drain under way takes them before it ends
+            submitted = asyncio.get_running_loop().create_future()
+            self._submit_waiters.append((mark, submitted))
+            # shielded: a cancelled flush must leave the drain and the waiter list intact
+            await asyncio.shield(submitted)
+        # Batches of later drain rounds hold only records added after this call.
+        earlier = [future for future, first in self._unacked.items() if first < mark]
+        if earlier:
+            await asyncio.wait(earlier)
         if self._failure is not None:
             raise OutputFailed(f"a batch was not delivered: {self._failure!r}")
 
     def _add(self, topic: str, partition: int | None, record: _Record) -> None:
         self._waiting.setdefault((topic, partition), []).append(record)
         self._waiting_count += 1
+        self._added += 1
         if self._drain_lock.locked():
             return  # the drain under way takes these too before it ends
         if self._waiting_count >= self._batch_records:
@@ -202,8 +223,13 @@ class BatchedOutputs:
     def _drain_task(self) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self._drain_now())
         self._drains.add(task)
-        task.add_done_callback(self._drains.discard)
+        task.add_done_callback(self._drain_done)
         return task
+
+    def _drain_done(self, task: asyncio.Task[None]) -> None:
+        self._drains.discard(task)
+        if task.cancelled():  # the records it took are not sent: no later commit may pass
+            self._failed(asyncio.CancelledError("a drain was cancelled; its records are lost"))
 
     async def _drain(self) -> None:
         # In a task of its own: a caller cancelled mid-drain (a commit as the worker
@@ -220,11 +246,25 @@ class BatchedOutputs:
                     self._timer.cancel()
                     self._timer = None
                 waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
+                self._round_start, round_end = self._submitted, self._added
                 try:
                     await self._submit_all(waiting)
                 except Exception as exc:  # producer closed, timed out waiting for a slot
                     self._failed(exc)
                     return
+                self._submitted = round_end
+                self._wake_submit_waiters()
+
+    def _wake_submit_waiters(self) -> None:
+        """Wake the flushes whose records are all handed to aiokafka (all of them once
+        a drain failed: nothing more will be submitted)."""
+        still: list[tuple[int, asyncio.Future[None]]] = []
+        for mark, waiter in self._submit_waiters:
+            if self._failure is None and mark > self._submitted:
+                still.append((mark, waiter))
+            elif not waiter.done():
+                waiter.set_result(None)
+        self._submit_waiters = still
 
     async def _submit_all(self, waiting: dict[tuple[str, int | None], list[_Record]]) -> None:
         producer = self._producer()
@@ -274,7 +314,7 @@ class BatchedOutputs:
         delivered: asyncio.Future[Any] = await producer.send_batch(
             builder, topic, partition=partition
         )
-        self._unacked.add(delivered)
+        self._unacked[delivered] = self._round_start
         delivered.add_done_callback(
             lambda future: self._on_batch_done(future, topic, partition, records)
         )
@@ -282,7 +322,7 @@ class BatchedOutputs:
     def _on_batch_done(
         self, future: asyncio.Future[Any], topic: str, partition: int, records: list[_Record]
     ) -> None:
-        self._unacked.discard(future)
+        self._unacked.pop(future, None)
         if (
             self._send_when_idle
             and not self._unacked
@@ -308,6 +348,7 @@ class BatchedOutputs:
     def _failed(self, exc: BaseException) -> None:
         first = self._failure is None
         self._failure = self._failure or exc
+        self._wake_submit_waiters()
         if first:
             log.error("records could not be delivered, stopping the worker: %r", exc)
             self._on_failure(exc)

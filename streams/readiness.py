@@ -3,8 +3,9 @@
 `/healthz`: the process serves HTTP (liveness). `/ready`: this worker processes its share
 of the events right now: it has partitions of the events topic assigned, no rebalance or
 table recovery is under way, the processing of the events has not crashed (the worker
-stops then) without processing a record since, and the broker is reachable with the producer not failed. Both answer JSON; `/ready`
-answers 503 with the reasons when not ready. docs/operations.md says how to probe them.
+stops then) without processing a record since, and the broker is reachable with the
+producer not failed. Both answer JSON; `/ready` answers 503 with the reasons when not
+ready. docs/operations.md says how to probe them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,98 @@
+"""`TableSessionStore.write_pending_in_turns`: the commit's session writes, a few per
+event-loop turn, with events processed in between (the worker's commit hook)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.session_store import TableSessionStore
+from tests.unit.test_deferred_writes import FakeTable
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def record(seq: int) -> SessionRecord:
+    return SessionRecord(state=None, last_seq=seq, last_ts=NOW)
+
+
+def note(store: TableSessionStore, table: FakeTable, partition: int, sid: str, seq: int) -> None:
+    table.partition = partition
+    store.set(sid, record(seq))
+
+
+def stored_seq(table: FakeTable, sid: str) -> int | None:
+    value = table.get(sid.encode())
+    return None if value is None else SessionRecord.decode(value).last_seq
+
+
+async def test_records_are_written_a_turn_at_a_time_and_read_back_until_written() -> None:
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    for n in range(5):
+        note(store, table, n % 2, f"s{n}", 1)
+    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=2))
+    await asyncio.sleep(0)  # the first turn ran; the writer waits for the next one
+    assert not writing.done()
+    assert len(table.changelog) == 2
+    # An event processed between two turns reads the noted record, not the table's.
+    for n in range(5):
+        got = store.get(f"s{n}")
+        assert got is not None and got.last_seq == 1
+    assert store.pending == 3
+    await writing
+    assert store.pending == 0
+    assert sorted(key for _, key, _ in table.changelog) == [f"s{n}".encode() for n in range(5)]
+    # each record in its session's partition
+    assert all(partition == int(key[1:]) % 2 for partition, key, _ in table.changelog)
+
+
+async def test_a_record_noted_during_the_write_is_the_one_read_and_written_last() -> None:
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    for n in range(4):
+        note(store, table, 0, f"s{n}", 1)
+    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
+    await asyncio.sleep(0)
+    note(store, table, 0, "s3", 2)  # s3 is still waiting for its turn
+    got = store.get("s3")
+    assert got is not None and got.last_seq == 2
+    await writing
+    assert stored_seq(table, "s3") == 1  # the commit wrote the record it took
+    assert store.pending == 1
+    await store.write_pending_in_turns()  # the next commit writes the newer one
+    assert stored_seq(table, "s3") == 2
+    assert [key for _, key, _ in table.changelog].count(b"s3") == 2
+
+
+async def test_a_newer_record_taken_by_a_later_write_replaces_the_unwritten_one() -> None:
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    for n in range(3):
+        note(store, table, 0, f"s{n}", 1)
+    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
+    await asyncio.sleep(0)
+    note(store, table, 0, "s2", 2)
+    store.write_pending()  # at once (too many sessions noted): takes the rest too
+    assert store.pending == 0
+    await writing
+    assert stored_seq(table, "s2") == 2
+    assert [key for _, key, _ in table.changelog].count(b"s2") == 1
+
+
+async def test_revoked_partitions_are_not_written_and_a_cancelled_write_resumes() -> None:
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    for n in range(6):
+        note(store, table, n % 2, f"s{n}", 1)
+    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
+    await asyncio.sleep(0)
+    store.forget_partitions({1})
+    writing.cancel()
+    await asyncio.gather(writing, return_exceptions=True)
+    written = len(table.changelog)
+    assert 0 < written < 3
+    await store.write_pending_in_turns()  # the next commit's write takes the rest
+    assert sorted(table) == [b"s0", b"s2", b"s4"]
+    assert all(partition == 0 for partition, _, _ in table.changelog)
