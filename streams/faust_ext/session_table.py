@@ -23,9 +23,8 @@ for the writes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import faust
@@ -52,6 +51,7 @@ class SessionTable(faust.Table[bytes, bytes]):
         # Changelog partitions assigned with records in the local store that recovery
         # will not read again (their persisted offset is past them).
         self._stored_unannounced: set[int] = set()
+        self._stand_ins: dict[int, tuple[_StandInEvent, weakref.ref[_StandInEvent]]] = {}
 
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
@@ -86,19 +86,19 @@ class SessionTable(faust.Table[bytes, bytes]):
                 if tp not in self.app.assignor.assigned_actives():
                     return  # revoked meanwhile
 
-    @contextlib.contextmanager
-    def writing_in(self, partition: int) -> Iterator[None]:
+    def writing_in(self, partition: int) -> _WritingIn:
         """Table reads and writes in this block go to `partition` (its changelog partition
-        and, with RocksDB, its store), as if an event of that partition were current."""
-        # Its topic is the changelog's: faust checks the partition count of a current
-        # event's topic against the changelog's, which this passes trivially.
-        message = Message(self._changelog_name(), partition, -1, 0.0, 0, [], None, None, None)
-        stand_in = _StandInEvent(message)
-        token = _current_event.set(weakref.ref(stand_in))  # type: ignore[arg-type]
-        try:
-            yield
-        finally:
-            _current_event.reset(token)
+        and, with RocksDB, its store), as if an event of that partition were current.
+        Entered once per event: one stand-in event per partition, made once."""
+        reference = self._stand_ins.get(partition)
+        if reference is None:
+            # Its topic is the changelog's: faust checks the partition count of a current
+            # event's topic against the changelog's, which this passes trivially.
+            message = Message(self._changelog_name(), partition, -1, 0.0, 0, [], None, None, None)
+            stand_in = _StandInEvent(message)
+            # the dict keeps the stand-in alive for faust's weak reference to it
+            reference = self._stand_ins[partition] = (stand_in, weakref.ref(stand_in))
+        return _WritingIn(reference[1])
 
     def current_partition(self) -> int:
         """The partition of the current event (the agent's): where a write goes now."""
@@ -131,6 +131,21 @@ class SessionTable(faust.Table[bytes, bytes]):
         if partition is None:
             raise RuntimeError("the sessions table is written outside of its agent")
         return int(partition)
+
+
+class _WritingIn:
+    """`SessionTable.writing_in`'s context: faust's current event set to a stand-in."""
+
+    __slots__ = ("_reference", "_token")
+
+    def __init__(self, reference: weakref.ref[_StandInEvent]) -> None:
+        self._reference = reference
+
+    def __enter__(self) -> None:
+        self._token = _current_event.set(self._reference)  # type: ignore[arg-type]
+
+    def __exit__(self, *_: object) -> None:
+        _current_event.reset(self._token)
 
 
 class _StandInEvent:
