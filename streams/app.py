@@ -9,15 +9,14 @@ in `streams.processing` (carried out by `streams.record_handler`).
 
 from __future__ import annotations
 
-import asyncio
 import gc
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from loopwatch.streams.broker_outage import watch_broker
 from loopwatch.streams.expiry import ExpiryIndex
 from loopwatch.streams.faust_ext.app import (
+    app_crasher,
     guard_commits,
     new_app,
     started_producer,
@@ -176,7 +175,7 @@ def _process_events_inline(
     """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
     and in offset order per partition (`streams.faust_ext.inline`: no faust stream)."""
 
-    crash = _crasher(app)
+    crash = app_crasher(app)
 
     async def process(message: Any) -> None:
         if order.check(message.tp, message.offset):
@@ -185,7 +184,7 @@ def _process_events_inline(
                 # the table's partition is the record's (faust takes it from the
                 # current event, which only a stream sets)
                 with table.writing_in(message.partition):
-                    await handler.process(_Current(message))
+                    await handler.process(message)
             except Exception as exc:
                 # Not a bad record (those are dead letters: process_record never raises)
                 # but e.g. the outputs failing: the worker stops, its offset uncommitted;
@@ -202,27 +201,6 @@ def _process_events_inline(
         outputs.input_waiting = lambda: app.consumer.fetched_waiting > 0
     app.topics.process_inline(topic, inline_callback(app, process))
     app.loopwatch_process = process
-
-
-def _crasher(app: Any) -> Callable[[BaseException], None]:
-    """A function that stops `app` (the worker) with an error, from any callback."""
-    crashes: set[asyncio.Future[Any]] = set()
-
-    def crash(exc: BaseException) -> None:
-        task = asyncio.ensure_future(app.crash(exc))
-        crashes.add(task)
-        task.add_done_callback(crashes.discard)
-
-    return crash
-
-
-class _Current:
-    """What `RecordHandler.process` reads of a faust event: its message."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, message: Any) -> None:
-        self.message = message
 
 
 def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None:
@@ -277,17 +255,10 @@ def _default_outputs(app: Any, settings: Settings, topics: Any, table: SessionTa
     if settings.processing_guarantee == "exactly_once":
         faust_topics = (topics.verdicts, topics.warnings, topics.dead_letters, topics.episodes)
         return FaustOutputs({topic.get_topic_name(): topic for topic in faust_topics})
-    crashes: set[asyncio.Future[Any]] = set()
-
-    def crash(exc: BaseException) -> None:
-        task = asyncio.ensure_future(app.crash(exc))
-        crashes.add(task)
-        task.add_done_callback(crashes.discard)
-
     return BatchedOutputs(
         lambda: started_producer(app),
         linger=settings.output_linger_ms / 1000,
-        on_failure=crash,
+        on_failure=app_crasher(app),
         on_delivered_batch=table.on_changelog_delivered,
     )
 

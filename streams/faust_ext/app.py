@@ -3,6 +3,7 @@ the OTel bridge), and the explicit hook-up of the guarded consumer and the produ
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -112,6 +113,19 @@ def guard_commits(app: Any, before_commit: Callable[[], Awaitable[None]]) -> Non
     event), which awaits `before_commit()` (the outputs' flush) before each commit.
     Call before the worker starts (faust builds its consumer from this transport)."""
     app.transport = GuardedTransport(app.conf.broker_consumer, app, before_commit=before_commit)
+
+
+def app_crasher(app: Any) -> Callable[[BaseException], None]:
+    """A function that stops `app` (the worker) with an error, callable from any callback
+    (it keeps the crash task referenced until it is done)."""
+    crashes: set[asyncio.Future[Any]] = set()
+
+    def crash(exc: BaseException) -> None:
+        task = asyncio.ensure_future(app.crash(exc))
+        crashes.add(task)
+        task.add_done_callback(crashes.discard)
+
+    return crash
 
 
 def started_producer(app: Any) -> Any:

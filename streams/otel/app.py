@@ -8,11 +8,11 @@ to every partition of the re-keyed topic each second (`streams.otel.bridge`).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from loopwatch.streams.faust_ext.app import (
+    app_crasher,
     guard_commits,
     new_app,
     started_producer,
@@ -106,16 +106,9 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
 
 
 def _batched_outputs(app: Any, linger: float, table: SessionTable) -> BatchedOutputs:
-    crashes: set[asyncio.Future[Any]] = set()
-
-    def crash(exc: BaseException) -> None:
-        task = asyncio.ensure_future(app.crash(exc))
-        crashes.add(task)
-        task.add_done_callback(crashes.discard)
-
     return BatchedOutputs(
         lambda: started_producer(app),
         linger=linger,
-        on_failure=crash,
+        on_failure=app_crasher(app),
         on_delivered_batch=table.on_changelog_delivered,
     )
