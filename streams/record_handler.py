@@ -66,9 +66,9 @@ class RecordHandler:
         # it, so none is judged by a policy older than what the topic held.
         self._policies_loaded = policies_loaded
 
-    async def process(self, event: Any) -> None:
-        """Handle one faust event (its message holds the raw key and value)."""
-        message = event.message
+    async def process(self, message: Any) -> None:
+        """Handle one record of the events topic (a faust `Message`: raw key and value,
+        topic, partition, offset, timestamp, headers)."""
         if self._policies_loaded is not None and not self._policies_loaded.is_set():
             await self._policies_loaded.wait()
         outcome = process_record(
@@ -83,16 +83,16 @@ class RecordHandler:
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
             return
-        record_event = outcome.event
+        event = outcome.event
         if isinstance(outcome, Duplicate):
             if outcome.replayed:
-                self._store.write_back(record_event.session_id)
+                self._store.write_back(event.session_id)
             if outcome.resend is not None:
                 self._metrics.resent.inc()
                 rule = _rule_of(outcome.resend)
                 await self._publish(
-                    record_event.session_id,
-                    record_event.seq,
+                    event.session_id,
+                    event.seq,
                     outcome.resend,
                     rule,
                     message.timestamp,
@@ -101,14 +101,14 @@ class RecordHandler:
             else:
                 self._metrics.duplicates.inc()
             return
-        self._metrics.count_event(record_event.type)
+        self._metrics.count_event(event.type)
         warning = outcome.verdict.warning
         rule = None if warning is None else warning.rule
         # The stored record lists the verdict and the loop episodes its event closed as
         # unconfirmed until the broker acknowledges them all, so a crash cannot lose them.
         await self._publish(
-            record_event.session_id,
-            record_event.seq,
+            event.session_id,
+            event.seq,
             outcome.payload,
             rule,
             message.timestamp,
@@ -116,7 +116,7 @@ class RecordHandler:
         )
         metrics = self._metrics
         if warning is not None:
-            metrics.count_warning(warning.rule, record_event.agent_id)
+            metrics.count_warning(warning.rule, event.agent_id)
         metrics.count_verdict()
         if outcome.record is None:
             metrics.count_expired("ended")
