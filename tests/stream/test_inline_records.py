@@ -5,7 +5,6 @@ for it), process it, ack it (only then may its offset be committed)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -137,4 +136,3 @@ async def test_fetched_records_are_counted_down_as_they_are_handed_over() -> Non
     assert app.consumer.fetched_waiting == 1
     await on_record(record(2))
     assert app.consumer.fetched_waiting == 0
-    await asyncio.sleep(0)
