@@ -36,6 +36,11 @@ Private APIs touched, by module:
   `Consumer._wait_next_records` (overridden in `offset_guard`, to count the fetched
   records), `Message.generation_id` / `.tracked`, `App.consumer_generation_id`,
   `App.flow_control`.
+* `loop_consumer` (aiokafka's consumer on the worker's event loop, without faust's
+  consumer thread): `AIOKafkaConsumerThread` / mode `ServiceThread.start`, `.stop`,
+  `._stop_children`, `._stop_futures`, `._stop_exit_stacks`, `._stopped_set`,
+  `._thread_started`, `QueueServiceThread.call_thread` / `.cast_thread` (overridden);
+  `Consumer._new_consumer_thread` (overridden in `offset_guard`).
 * `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`.
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").

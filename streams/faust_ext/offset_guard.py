@@ -36,6 +36,8 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from mode import Service
 from mode.services import WaitResults
 
+from loopwatch.streams.faust_ext.loop_consumer import SameLoopConsumerThread
+
 log = logging.getLogger(__name__)
 
 MAX_SEEKS_PER_GAP = 5
@@ -145,6 +147,9 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
         self._before_commit: Callable[[], Awaitable[None]] | None = getattr(
             self.transport, "before_commit", None
         )
+
+    def _new_consumer_thread(self) -> SameLoopConsumerThread:
+        return SameLoopConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def _new_offset(self, tp: Any) -> int | None:
         if missing_head(self, tp) is not None:

@@ -32,10 +32,19 @@ async def test_ready_names_the_partitions_and_healthz_answers(
     try:
         ready = worker.wait_ready()
         healthz = worker.get("/healthz")
+        threads = _thread_names(worker.proc.pid)
     finally:
         worker.stop()
     assert ready == {"ready": True, "partitions": [0, 1, 2], "agent_crashes": 0}
     assert healthz == (200, {"status": "ok"})
+    # The Kafka consumer runs on the worker's event loop (streams.faust_ext.loop_consumer),
+    # not in a thread of its own as faust runs it.
+    assert len(threads) == 1, threads
+
+
+def _thread_names(pid: int) -> list[str]:
+    tasks = Path(f"/proc/{pid}/task")
+    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
 
 
 def _partitions(worker: WorkerProcess) -> set[int]:
