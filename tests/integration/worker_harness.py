@@ -159,6 +159,11 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_excerpt(self, tail: int = 3000) -> str:
+        """The log's first traceback (a crash at start-up scrolls out of the tail) and
+        its last `tail` characters, for a failure message."""
+        return log_excerpt(self.log(), tail)
+
     def get(self, path: str) -> tuple[int, Any]:
         """(HTTP status, JSON body) of a page on the worker's web port; (0, None) while
         nothing answers."""
@@ -179,8 +184,18 @@ class WorkerProcess:
             if status == 200:
                 return dict(document)
             if time.monotonic() > end or self.proc.poll() is not None:
-                raise AssertionError(f"not ready: {document}; log:\n{self.log()[-3000:]}")
+                raise AssertionError(f"not ready: {document}; log:\n{self.log_excerpt()}")
             time.sleep(0.2)  # polling a probe against a deadline
+
+
+def log_excerpt(text: str, tail: int = 3000, traceback_lines: int = 40) -> str:
+    """`text`'s first traceback, if it is not within the last `tail` characters, then
+    those characters."""
+    start = text.find("Traceback (most recent call last)")
+    if start == -1 or start >= len(text) - tail:
+        return text[-tail:]
+    first = "\n".join(text[start:].splitlines()[:traceback_lines])
+    return f"first traceback:\n{first}\n...\nlast {tail} characters:\n{text[-tail:]}"
 
 
 async def produce(
