@@ -20,7 +20,10 @@ Waits during the first `--warmup` seconds are not counted. Printed per load: the
 (`verdicts()` call to return) p50/p90/p99/max, timeouts, events/s, and where the time
 went for each answered wait (`VerdictWait.timeline`): publish ack, publish to evaluation,
 linger (evaluation to the verdict's batch), to receipt (batch to this client's reader), to
-return (reader to the caller), and publish to return. Benchmarks print; tests never time.
+return (reader to the caller), and publish to return. Then the CPU over the measured
+seconds: the worker's per event and in cores, this bench process's cores (the simulated
+agents and the client), and the machine's busy cores: with the broker on the same 2-core
+machine, a tail is often a queue for a core. Benchmarks print; tests never time.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
-from worker_bench import worker_env  # noqa: E402
+from worker_bench import Usage, worker_env  # noqa: E402
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
@@ -115,6 +118,25 @@ def quantiles(values: list[float]) -> str:
     )
 
 
+def report_cpu(
+    load: Load, seconds: float, worker: Usage, bench: Usage, window: tuple[float, float]
+) -> None:
+    """The CPU over the measured window (wall-clock `window`); the events in it are
+    estimated from the run's average rate."""
+    start, end = window
+    try:
+        per_event = worker.cpu_per_event(start, end, load.events / seconds * (end - start))
+        worker_cores, _ = worker.cores(start, end)
+        bench_cores, busy = bench.cores(start, end)
+    except ValueError as exc:
+        print(f"  CPU: {exc}")
+        return
+    print(
+        f"  CPU: worker {per_event:,.0f} us/event, {worker_cores:.2f} cores; this bench "
+        f"{bench_cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
+    )
+
+
 def report(load: Load, seconds: float) -> None:
     waits = load.waits
     timeouts = sum(not wait.complete for wait in waits)
@@ -167,11 +189,18 @@ async def main_async(args: argparse.Namespace) -> None:
             if args.only in (None, "closed"):
                 loads.append(Load("closed", args.closed_sessions, None))
             for load in loads:
+                worker_cpu, bench_cpu = Usage([worker.pid or 0]), Usage([os.getpid()])
+                samplers = [asyncio.ensure_future(u.sample()) for u in (worker_cpu, bench_cpu)]
                 async with LoopwatchClient.from_settings(
                     settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
                 ) as client:
+                    measured = time.time() + args.warmup
                     done, seconds = await run_load(client, load, args)
+                    window = (measured, min(time.time(), measured + args.seconds))
+                for sampler in samplers:
+                    sampler.cancel()
                 report(done, seconds)
+                report_cpu(done, seconds, worker_cpu, bench_cpu, window)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finally:
             code = await asyncio.to_thread(worker.stop)

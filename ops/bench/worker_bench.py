@@ -365,17 +365,21 @@ class Usage:
         share = events * (last[0] - first[0]) / max(1e-9, end - start)
         return (last[1] - first[1]) / max(1.0, share) * 1e6
 
+    def cores(self, start: float, end: float) -> tuple[float, float]:
+        """(the processes' cores, the machine's busy cores) from `start` to `end`."""
+        first, last = self._span(start, end)
+        wall = last[0] - first[0]
+        return (last[1] - first[1]) / wall, (last[2] - first[2]) / wall
+
     def between(self, start: float, end: float, events: float) -> str:
         """The processes' CPU per event and cores, and the machine's busy cores."""
         try:
-            first, last = self._span(start, end)
+            cores, busy = self.cores(start, end)
         except ValueError as exc:
             return str(exc)
-        wall = last[0] - first[0]
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
-            f"{(last[1] - first[1]) / wall:.2f} cores; machine busy "
-            f"{(last[2] - first[2]) / wall:.2f} of {os.cpu_count()} cores"
+            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
         )
 
 
