@@ -31,9 +31,16 @@ class ExpiryIndex:
 
     def touch(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
         """Record a session's newest event time (from an agent write or the changelog)."""
-        index = self._partitions.setdefault(partition, _PartitionIndex())
-        keep = self._ended_retention if ended else self._idle_ttl
-        deadline = last_ts.timestamp() + keep
+        self.touch_at(partition, session_id, last_ts.timestamp(), ended=ended)
+
+    def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
+        """`touch` with the event time as epoch seconds (`datetime.timestamp()`): the
+        pipeline converts each event's time once for `touch_at` and `due_at` (on
+        pydantic's tzinfo a conversion costs ~0.5 us)."""
+        index = self._partitions.get(partition)
+        if index is None:  # (not setdefault: it would build an index on every call)
+            index = self._partitions[partition] = _PartitionIndex()
+        deadline = last + (self._ended_retention if ended else self._idle_ttl)
         index.deadlines[session_id] = deadline
         heapq.heappush(index.heap, (deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
@@ -55,10 +62,14 @@ class ExpiryIndex:
     def due(self, partition: int, event_ts: datetime) -> list[str]:
         """Advance the partition's clock to `event_ts`; return the sessions past their
         deadline (and forget them)."""
+        return self.due_at(partition, event_ts.timestamp())
+
+    def due_at(self, partition: int, now: float) -> list[str]:
+        """`due` with the event time as epoch seconds (`datetime.timestamp()`)."""
         index = self._partitions.get(partition)
         if index is None:
             return []
-        index.clock = max(index.clock, event_ts.timestamp())
+        index.clock = max(index.clock, now)
         expired: list[str] = []
         while index.heap and index.heap[0][0] < index.clock:
             deadline, session_id = heapq.heappop(index.heap)

@@ -197,6 +197,7 @@ def process_record(
                 previous.unconfirmed_episodes, store, session_id, unconfirmed_episodes
             )
     record: SessionRecord | None
+    at = event.ts.timestamp()  # once for the expiry index's touch and due
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)
@@ -204,10 +205,10 @@ def process_record(
     else:
         record = SessionRecord(new_state, seq, event.ts, unconfirmed, unconfirmed_episodes)
         store.set(session_id, record)
-        expiry.touch(partition, session_id, event.ts, ended=record.ended)
+        expiry.touch_at(partition, session_id, at, ended=new_state is None)
     expired = []
     expired_episodes: list[LoopEpisode] = []
-    for due in expiry.due(partition, event.ts):
+    for due in expiry.due_at(partition, at):
         stored = store.get(due)
         if stored is not None:
             if stored.state is not None:  # its open loops end with it (contract §8)
