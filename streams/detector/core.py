@@ -41,7 +41,7 @@ _validate_verdict = LoopVerdict.__pydantic_validator__.validate_python
 _validate_warning = LoopWarning.__pydantic_validator__.validate_python
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class Match:
     """The first rule that matched, and what it reports (`hit.subject` says what
     repeated: loop episodes key on it)."""
@@ -80,7 +80,7 @@ def observe(
     return observation.state, observation.verdict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class Observation:
     """What one event did: the new state, its verdict, and its loop episodes."""
 

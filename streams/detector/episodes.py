@@ -37,7 +37,7 @@ and only makes the step count as completed a little early)."""
 _validate_episode = LoopEpisode.__pydantic_validator__.validate_python
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class OpenEpisode:
     """An episode still going on: what its warnings said so far."""
 
@@ -142,7 +142,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     return pending, False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class EpisodeChanges:
     """What one event did to a session's episodes."""
 
