@@ -126,6 +126,10 @@ def observe_episodes(
         }
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
+    ended = isinstance(event, SessionEnd)
+    if warning is None and (not new.episodes or (not completed and not ended)):
+        # `track` would change nothing (most events): no closure, no call
+        return Observation(None if ended else new, verdict)
 
     def subject_of(name: RuleName) -> str | None:
         if match is not None and name == match.rule.name:  # the warned rule: its hit
@@ -140,7 +144,6 @@ def observe_episodes(
         subject_of=subject_of,
         rule_order=new.rules.names,
     )
-    ended = isinstance(event, SessionEnd)
     if changes is None:
         return Observation(None if ended else new, verdict)
     new.episodes = changes.open
