@@ -8,11 +8,9 @@ through `SessionStore` (the faust table in the worker, a dict in tests); the cal
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ParamSpec, Protocol
+from typing import Protocol
 
 from loopwatch.models import (
     AgentEvent,
@@ -107,25 +105,9 @@ class Rejected:
 
 Outcome = Processed | Duplicate | Rejected
 
-P = ParamSpec("P")
-
 _DECODE_KINDS: dict[str, DeadLetterKind] = {"not_utf8": "not_utf8", "not_json": "not_json"}
 
 
-def _never_raises(process: Callable[P, Outcome]) -> Callable[P, Outcome]:
-    """`process`, with any exception turned into an `internal` dead letter naming its type."""
-
-    @functools.wraps(process)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> Outcome:
-        try:
-            return process(*args, **kwargs)
-        except Exception as exc:
-            return Rejected(DeadLetter("internal", type(exc).__name__))
-
-    return guarded
-
-
-@_never_raises
 def process_record(
     key: bytes | None,
     value: bytes | None,
@@ -145,6 +127,23 @@ def process_record(
     cannot stop its partition (faust would restart the agent on the same record for
     ever). What the store already holds of that record stays.
     """
+    # (A try here, not a decorator: its *args/**kwargs repacking ran on every record.)
+    try:
+        return _process(key, value, store, options, expiry, partition=partition, now=now)
+    except Exception as exc:
+        return Rejected(DeadLetter("internal", type(exc).__name__))
+
+
+def _process(
+    key: bytes | None,
+    value: bytes | None,
+    store: SessionStore,
+    options: PipelineOptions,
+    expiry: ExpiryIndex,
+    *,
+    partition: int,
+    now: datetime,
+) -> Outcome:
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
     if len(value) > options.max_event_bytes:
