@@ -22,7 +22,7 @@ from loopwatch.models import (
 )
 from loopwatch.streams.dead_letters import DeadLetter, DeadLetterKind
 from loopwatch.streams.detector import OpenEpisode, expire_episodes, observe_episodes
-from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.expiry import ExpiryIndex, epoch_seconds
 from loopwatch.streams.policy_book import PolicyBook
 from loopwatch.streams.session_record import SessionRecord
 
@@ -196,7 +196,7 @@ def _process(
                 previous.unconfirmed_episodes, store, session_id, unconfirmed_episodes
             )
     record: SessionRecord | None
-    at = event.ts.timestamp()  # once for the expiry index's touch and due
+    at = epoch_seconds(event.ts)  # once for the expiry index's touch and due
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)

@@ -1,13 +1,19 @@
 """`ExpiryIndex`: the epoch-seconds entry points (`touch_at`, `due_at`) the pipeline uses
-decide exactly as `touch` / `due` do with the event's datetime, whatever its zone."""
+decide exactly as `touch` / `due` do with the event's datetime, whatever its zone, and
+`epoch_seconds` is `datetime.timestamp()` to the last bit."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch.models import decode_event
-from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams import expiry
+from loopwatch.streams.expiry import ExpiryIndex, epoch_seconds
 
 ZONES = (
     UTC,
@@ -36,6 +42,56 @@ def test_decoded_times_give_the_same_epoch_seconds_as_the_standard_library() -> 
         ("1969-12-31T23:59:59.999999Z", datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)),
     ):
         assert _decoded_ts(text).timestamp() == expected.timestamp()
+        assert epoch_seconds(_decoded_ts(text)) == expected.timestamp()
+
+
+_OFFSETS = st.integers(min_value=-(24 * 3600 - 1), max_value=24 * 3600 - 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    when=st.datetimes(  # naive bounds (hypothesis); the zones are added below
+        min_value=datetime(1, 1, 3),  # noqa: DTZ001
+        max_value=datetime(9999, 12, 29),  # noqa: DTZ001
+    ),
+    offset=_OFFSETS,
+    minutes_only=st.booleans(),
+)
+def test_epoch_seconds_is_timestamp_in_any_fixed_zone(
+    when: datetime, offset: int, minutes_only: bool
+) -> None:
+    if minutes_only:
+        offset = int(offset / 60) * 60  # toward zero: -23:59:59 → -23:59
+    text = when.isoformat(timespec="microseconds")
+    sign = "-" if offset < 0 else "+"
+    hours, rest = divmod(abs(offset), 3600)
+    decoded = _decoded_ts(f"{text}{sign}{hours:02}:{rest // 60:02}") if minutes_only else None
+    for ts in (
+        when.replace(tzinfo=timezone(timedelta(seconds=offset))),
+        when.replace(tzinfo=UTC),
+        decoded,
+    ):
+        if ts is not None:
+            assert epoch_seconds(ts) == ts.timestamp(), ts
+            assert epoch_seconds(ts) == ts.timestamp(), ts  # its zone's epoch remembered
+
+
+def test_epoch_seconds_of_other_datetimes_is_timestamp() -> None:
+    # what decode never gives: naive times (local time) and zones with changing offsets
+    for ts in (
+        datetime(2026, 3, 29, 1, 30),  # noqa: DTZ001
+        datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Berlin")),
+        datetime(2026, 10, 25, 2, 30, fold=1, tzinfo=ZoneInfo("Europe/Berlin")),
+        datetime(2026, 12, 3, 9, 0, 0, 1, tzinfo=timezone(timedelta(microseconds=-7))),
+    ):
+        assert epoch_seconds(ts) == ts.timestamp()
+
+
+def test_the_remembered_epochs_stay_bounded() -> None:
+    for minutes in range(600):
+        ts = datetime(2026, 12, 3, tzinfo=timezone(timedelta(minutes=minutes - 300)))
+        assert epoch_seconds(ts) == ts.timestamp()
+    assert len(expiry._EPOCHS) <= 256
 
 
 def _drive(index: ExpiryIndex, steps: list[tuple[str, int, str, datetime, bool]], *, at: bool):
