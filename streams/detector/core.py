@@ -292,14 +292,32 @@ there, and the threshold is decided after it (counts never depend on a threshold
 def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:
     """The warning a verdict carries for this match (SPEC §5)."""
     hit = match.hit
-    name = match.rule.name
+    if texts is DEFAULT_TEXTS and type(hit.tool_names) is tuple:
+        return _default_warning(match.rule.name, hit.tool_names, hit.count, hit.threshold)
+    return _warning(texts, match.rule.name, hit.tool_names, hit.count, hit.threshold)
+
+
+@lru_cache(maxsize=4096)
+def _default_warning(
+    name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
+) -> LoopWarning:
+    """A warning in the default texts, remembered for the 4,096 newest: the same
+    (rule, tools, count, threshold) comes back in every session stuck the same way, and
+    rendering and validating it cost ~2 us. A frozen model, so sharing it is safe; pure,
+    so the cache changes the cost only."""
+    return _warning(DEFAULT_TEXTS, name, tool_names, count, threshold)
+
+
+def _warning(
+    texts: WarningTexts, name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
+) -> LoopWarning:
     warning: LoopWarning = _validate_warning(
         {
             "rule": name,
-            "tool_names": hit.tool_names,
-            "count": hit.count,
-            "threshold": hit.threshold,
-            "message": texts.render(name, hit.tool_names, hit.count, hit.threshold),
+            "tool_names": tool_names,
+            "count": count,
+            "threshold": threshold,
+            "message": texts.render(name, tool_names, count, threshold),
         }
     )
     return warning
