@@ -293,7 +293,10 @@ def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning
     """The warning a verdict carries for this match (SPEC §5)."""
     hit = match.hit
     if texts is DEFAULT_TEXTS and type(hit.tool_names) is tuple:
-        return _default_warning(match.rule.name, hit.tool_names, hit.count, hit.threshold)
+        try:
+            return _default_warning(match.rule.name, hit.tool_names, hit.count, hit.threshold)
+        except TypeError:  # an unhashable name: rendered below, failing as it did before
+            pass
     return _warning(texts, match.rule.name, hit.tool_names, hit.count, hit.threshold)
 
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from loopwatch.models import LoopWarning
 from loopwatch.streams.detector import DEFAULT_TEXTS, Hit, Match, WarningTexts, warning_of
@@ -60,3 +61,12 @@ def test_warnings_are_those_rendered_for_the_match_remembered_or_not() -> None:
     # a hit whose names are not a tuple is rendered, not remembered
     listed = Match(ALL_RULES.rules[0], Hit(["bash"], 2, 2, "s"))  # type: ignore[arg-type]
     assert warning_of(listed).tool_names == ("bash",)
+
+
+def test_a_warning_that_cannot_be_remembered_fails_as_it_did_before() -> None:
+    rule = ALL_RULES.rules[0]
+    unhashable = Match(rule, Hit((["bash"],), 2, 2, "s"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # as before: rendering hashes the names too
+        warning_of(unhashable)
+    with pytest.raises(ValidationError):
+        warning_of(Match(rule, Hit(("bash",), 0, 2, "s")))  # a count below 1
