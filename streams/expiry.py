@@ -27,14 +27,14 @@ def epoch_seconds(ts: datetime) -> float:
     in ts's own zone is ts's UTC time minus the epoch, to the microsecond, and
     `total_seconds()` divides those microseconds as `timestamp()` does."""
     zone = ts.tzinfo
-    if type(zone) is TzInfo or type(zone) is timezone:
+    if (type(zone) is TzInfo or type(zone) is timezone) and type(ts) is datetime:
         epoch = _EPOCHS.get(zone)
         if epoch is None:  # (an equal zone's epoch with another tzinfo object: still exact)
             if len(_EPOCHS) >= 256:
                 _EPOCHS.clear()
             epoch = _EPOCHS[zone] = _UNIX_EPOCH.astimezone(zone)
         return (ts - epoch).total_seconds()
-    return ts.timestamp()  # naive (local time) or a zone whose offset may change
+    return ts.timestamp()  # naive (local time), a zone whose offset may change, a subclass
 
 
 @dataclass

@@ -76,6 +76,16 @@ def test_epoch_seconds_is_timestamp_in_any_fixed_zone(
             assert epoch_seconds(ts) == ts.timestamp(), ts  # its zone's epoch remembered
 
 
+class _Shifted(datetime):
+    """A datetime subclass with its own arithmetic: `epoch_seconds` must not use it."""
+
+    def __sub__(self, other: object) -> timedelta:  # type: ignore[override]
+        return timedelta(days=1)
+
+    def timestamp(self) -> float:
+        return 42.0
+
+
 def test_epoch_seconds_of_other_datetimes_is_timestamp() -> None:
     # what decode never gives: naive times (local time) and zones with changing offsets
     for ts in (
@@ -83,6 +93,7 @@ def test_epoch_seconds_of_other_datetimes_is_timestamp() -> None:
         datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Berlin")),
         datetime(2026, 10, 25, 2, 30, fold=1, tzinfo=ZoneInfo("Europe/Berlin")),
         datetime(2026, 12, 3, 9, 0, 0, 1, tzinfo=timezone(timedelta(microseconds=-7))),
+        _Shifted(2026, 12, 3, 9, tzinfo=UTC),
     ):
         assert epoch_seconds(ts) == ts.timestamp()
 
