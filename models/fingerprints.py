@@ -59,14 +59,27 @@ def _normalise(value: Any, dropped: frozenset[str], other: list[Any]) -> Any:
     kind = type(value)
     # The exact types a JSON parser makes first (the common case), then any subclass.
     if kind is str:
+        # No line break: `normalise_text` would only strip (two calls saved per string).
+        if "\n" not in value and "\r" not in value:
+            return value.strip()
         return normalise_text(value)
     if kind is dict:
-        # Key order is left to the encoder, which sorts at every depth anyway.
-        return {
-            key: _normalise(item, dropped, other)
-            for key, item in value.items()
-            if key not in dropped
-        }
+        # Key order is left to the encoder, which sorts at every depth anyway. Leaves
+        # are done here, without a call each (most values are shallow objects).
+        normalised = {}
+        for key, item in value.items():
+            if key in dropped:
+                continue
+            leaf = type(item)
+            if leaf is str:
+                normalised[key] = (
+                    item.strip() if "\n" not in item and "\r" not in item else normalise_text(item)
+                )
+            elif leaf is int or leaf is bool or item is None:
+                normalised[key] = item
+            else:
+                normalised[key] = _normalise(item, dropped, other)
+        return normalised
     if kind is list:
         return [_normalise(item, dropped, other) for item in value]
     if kind is int or kind is bool or value is None:

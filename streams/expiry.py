@@ -10,7 +10,31 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+
+from pydantic_core import TzInfo
+
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCHS: dict[tzinfo, datetime] = {}
+"""The Unix epoch expressed in each fixed-offset zone seen (cleared at 256)."""
+
+
+def epoch_seconds(ts: datetime) -> float:
+    """`ts.timestamp()`: the same float, at about half the cost for the fixed-offset
+    zones events are decoded with. Aware datetimes with the same tzinfo object subtract
+    without asking it for their offsets; `timestamp()` subtracts the UTC epoch, which
+    calls pydantic's tzinfo (~0.2 us a call). For a fixed offset o, `ts` minus the epoch
+    in ts's own zone is ts's UTC time minus the epoch, to the microsecond, and
+    `total_seconds()` divides those microseconds as `timestamp()` does."""
+    zone = ts.tzinfo
+    if (type(zone) is TzInfo or type(zone) is timezone) and type(ts) is datetime:
+        epoch = _EPOCHS.get(zone)
+        if epoch is None:  # (an equal zone's epoch with another tzinfo object: still exact)
+            if len(_EPOCHS) >= 256:
+                _EPOCHS.clear()
+            epoch = _EPOCHS[zone] = _UNIX_EPOCH.astimezone(zone)
+        return (ts - epoch).total_seconds()
+    return ts.timestamp()  # naive (local time), a zone whose offset may change, a subclass
 
 
 @dataclass
@@ -31,9 +55,15 @@ class ExpiryIndex:
 
     def touch(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
         """Record a session's newest event time (from an agent write or the changelog)."""
-        index = self._partitions.setdefault(partition, _PartitionIndex())
-        keep = self._ended_retention if ended else self._idle_ttl
-        deadline = last_ts.timestamp() + keep
+        self.touch_at(partition, session_id, epoch_seconds(last_ts), ended=ended)
+
+    def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
+        """`touch` with the event time as epoch seconds (`epoch_seconds`): the pipeline
+        converts each event's time once for `touch_at` and `due_at`."""
+        index = self._partitions.get(partition)
+        if index is None:  # (not setdefault: it would build an index on every call)
+            index = self._partitions[partition] = _PartitionIndex()
+        deadline = last + (self._ended_retention if ended else self._idle_ttl)
         index.deadlines[session_id] = deadline
         heapq.heappush(index.heap, (deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
@@ -55,10 +85,14 @@ class ExpiryIndex:
     def due(self, partition: int, event_ts: datetime) -> list[str]:
         """Advance the partition's clock to `event_ts`; return the sessions past their
         deadline (and forget them)."""
+        return self.due_at(partition, epoch_seconds(event_ts))
+
+    def due_at(self, partition: int, now: float) -> list[str]:
+        """`due` with the event time as epoch seconds (`epoch_seconds`)."""
         index = self._partitions.get(partition)
         if index is None:
             return []
-        index.clock = max(index.clock, event_ts.timestamp())
+        index.clock = max(index.clock, now)
         expired: list[str] = []
         while index.heap and index.heap[0][0] < index.clock:
             deadline, session_id = heapq.heappop(index.heap)

@@ -20,7 +20,7 @@ from loopwatch.streams.detector import SessionState
 RECORD_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class SessionRecord:
     """One table value. `state` is None once the session ended (kept briefly so replays
     of its events stay duplicates; then deleted, see `expiry`)."""

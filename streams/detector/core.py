@@ -41,7 +41,7 @@ _validate_verdict = LoopVerdict.__pydantic_validator__.validate_python
 _validate_warning = LoopWarning.__pydantic_validator__.validate_python
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class Match:
     """The first rule that matched, and what it reports (`hit.subject` says what
     repeated: loop episodes key on it)."""
@@ -80,7 +80,7 @@ def observe(
     return observation.state, observation.verdict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class Observation:
     """What one event did: the new state, its verdict, and its loop episodes."""
 
@@ -126,6 +126,10 @@ def observe_episodes(
         }
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
+    ended = isinstance(event, SessionEnd)
+    if warning is None and (not new.episodes or (not completed and not ended)):
+        # `track` would change nothing (most events): no closure, no call
+        return Observation(None if ended else new, verdict)
 
     def subject_of(name: RuleName) -> str | None:
         if match is not None and name == match.rule.name:  # the warned rule: its hit
@@ -140,7 +144,6 @@ def observe_episodes(
         subject_of=subject_of,
         rule_order=new.rules.names,
     )
-    ended = isinstance(event, SessionEnd)
     if changes is None:
         return Observation(None if ended else new, verdict)
     new.episodes = changes.open
@@ -289,14 +292,35 @@ there, and the threshold is decided after it (counts never depend on a threshold
 def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:
     """The warning a verdict carries for this match (SPEC §5)."""
     hit = match.hit
-    name = match.rule.name
+    if texts is DEFAULT_TEXTS and type(hit.tool_names) is tuple:
+        try:
+            return _default_warning(match.rule.name, hit.tool_names, hit.count, hit.threshold)
+        except TypeError:  # an unhashable name: rendered below, failing as it did before
+            pass
+    return _warning(texts, match.rule.name, hit.tool_names, hit.count, hit.threshold)
+
+
+@lru_cache(maxsize=4096)
+def _default_warning(
+    name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
+) -> LoopWarning:
+    """A warning in the default texts, remembered for the 4,096 newest: the same
+    (rule, tools, count, threshold) comes back in every session stuck the same way, and
+    rendering and validating it cost ~2 us. A frozen model, so sharing it is safe; pure,
+    so the cache changes the cost only."""
+    return _warning(DEFAULT_TEXTS, name, tool_names, count, threshold)
+
+
+def _warning(
+    texts: WarningTexts, name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
+) -> LoopWarning:
     warning: LoopWarning = _validate_warning(
         {
             "rule": name,
-            "tool_names": hit.tool_names,
-            "count": hit.count,
-            "threshold": hit.threshold,
-            "message": texts.render(name, hit.tool_names, hit.count, hit.threshold),
+            "tool_names": tool_names,
+            "count": count,
+            "threshold": threshold,
+            "message": texts.render(name, tool_names, count, threshold),
         }
     )
     return warning

@@ -37,7 +37,7 @@ and only makes the step count as completed a little early)."""
 _validate_episode = LoopEpisode.__pydantic_validator__.validate_python
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class OpenEpisode:
     """An episode still going on: what its warnings said so far."""
 
@@ -130,7 +130,12 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
         if pending:
             answered = call_id_checksum(event.call_id)
             if answered in pending:
-                rest = tuple(item for item in pending if item != answered)
+                # (one awaited call, the usual case: nothing is left)
+                rest = (
+                    tuple([item for item in pending if item != answered])
+                    if len(pending) > 1
+                    else ()
+                )
                 return rest, not rest
         return pending, False
     if isinstance(event, AssistantMessage):
@@ -142,7 +147,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     return pending, False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class EpisodeChanges:
     """What one event did to a session's episodes."""
 
@@ -206,17 +211,10 @@ def track(
         else:
             if current is not None:
                 closed.append(current.close(sid, "broken", seq, ts, agent))
+            # rule, subject, tool_names, agent_id, first_seq, started_at, last_seq, last_at,
+            # peak_count, warnings (positional: keywords cost more, on every warning)
             fresh = OpenEpisode(
-                rule=warning.rule,
-                subject=subject,
-                tool_names=warning.tool_names,
-                agent_id=agent,
-                first_seq=seq,
-                started_at=ts,
-                last_seq=seq,
-                last_at=ts,
-                peak_count=warning.count,
-                warnings=1,
+                warning.rule, subject, warning.tool_names, agent, seq, ts, seq, ts, warning.count, 1
             )
             by_rule[warning.rule] = fresh
             opened.append(fresh)
@@ -233,9 +231,8 @@ def track(
         )
         by_rule = {}
 
-    return EpisodeChanges(
-        open=tuple(by_rule[rule] for rule in rule_order if rule in by_rule),
-        opened=tuple(opened),
-        # rule order; a rule's displaced episode before the one that replaced it
-        closed=tuple(sorted(closed, key=lambda e: (rule_order.index(e.rule), e.first_seq))),
-    )
+    # rule order; a rule's displaced episode before the one that replaced it
+    still_open = tuple([by_rule[rule] for rule in rule_order if rule in by_rule]) if by_rule else ()
+    if closed:
+        closed.sort(key=lambda e: (rule_order.index(e.rule), e.first_seq))
+    return EpisodeChanges(still_open, tuple(opened), tuple(closed))

@@ -99,3 +99,38 @@ def test_normalise_text_keeps_its_definition(text: str) -> None:
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     assert normalise_text(text) == "\n".join(line.rstrip() for line in lines).strip()
     assert canonical_json(normalise_text(text)) == canonical_json(normalise(text))
+
+
+def _reference_normalise(value: Any, dropped: frozenset[str]) -> Any:
+    """docs/contract.md §3's normalisation spelled out, without any fast path."""
+    if isinstance(value, str):
+        lines = value.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return "\n".join(line.rstrip() for line in lines).strip()
+    if isinstance(value, dict):
+        return {k: _reference_normalise(v, dropped) for k, v in value.items() if k not in dropped}
+    if isinstance(value, list | tuple):
+        return [_reference_normalise(item, dropped) for item in value]
+    return value
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=_text, value=_json, error=st.one_of(st.none(), _text))
+def test_fingerprints_are_those_of_the_reference_normalisation(
+    name: str, value: Any, error: str | None
+) -> None:
+    # `_normalise` strips strings without line breaks and objects' leaves inline
+    assert call_fingerprint(name, value) == digest(
+        {
+            "tool_name": _reference_normalise(name, frozenset()),
+            "arguments": _reference_normalise(value, CALL_DROPPED_KEYS),
+        }
+    )
+    assert result_fingerprint(name, {"r": value, "s": name}, error) == digest(
+        {
+            "tool_name": _reference_normalise(name, frozenset()),
+            "success": error is None,
+            "result": _reference_normalise({"r": value, "s": name}, RESULT_DROPPED_KEYS),
+            "error": None if error is None else _reference_normalise(error, frozenset()),
+            "connection_required": None,
+        }
+    )

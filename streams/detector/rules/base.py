@@ -20,7 +20,7 @@ from loopwatch.models import AssistantMessage, DetectionConfig, RuleName, ToolRe
 Part = TypeVar("Part")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class Hit:
     """What a matching rule reports."""
 
