@@ -70,6 +70,17 @@ class ExpiryIndex:
             index.heap = [(d, s) for s, d in index.deadlines.items()]
             heapq.heapify(index.heap)
 
+    def recover(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
+        """`touch` for a session record read back at recovery; the partition's clock moves
+        to its event time too. The clock is the newest event time processed there, which
+        is not stored as such; without this, a worker restarted after a crash started the
+        clock again at its first event, and an older event replayed then could find alive
+        a session the first worker had expired (another verdict for the same event)."""
+        last = epoch_seconds(last_ts)
+        self.touch_at(partition, session_id, last, ended=ended)
+        index = self._partitions[partition]
+        index.clock = max(index.clock, last)
+
     def forget(self, partition: int, session_id: str) -> None:
         index = self._partitions.get(partition)
         if index is not None:

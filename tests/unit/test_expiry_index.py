@@ -149,3 +149,24 @@ def test_due_at_on_an_unknown_partition_or_with_nothing_due_is_empty() -> None:
     assert index.due_at(0, 159.0) == []  # the clock never goes back
     assert index.due_at(0, 160.5) == ["a"]
     assert index.sessions() == 0
+
+
+def test_recovery_restores_the_partition_clock_from_the_newest_stored_session() -> None:
+    # A first worker processed s_new's event at 10:30 (the partition's clock: 10:30),
+    # committed, then an event of s_old at 09:00: its idle deadline 10:00 is already
+    # behind the clock, so s_old expires at once. After a crash, the worker that recovers
+    # the committed records and replays s_old's event must decide the same.
+    at = datetime(2026, 12, 3, 9, tzinfo=UTC)
+    first = ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
+    first.touch(0, "s_new", at + timedelta(minutes=90), ended=False)
+    assert first.due(0, at + timedelta(minutes=90)) == []
+    first.touch(0, "s_old", at, ended=False)
+    assert first.due(0, at) == ["s_old"]
+
+    recovered = ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
+    recovered.recover(0, "s_new", at + timedelta(minutes=90), ended=False)
+    recovered.touch(0, "s_old", at, ended=False)
+    assert recovered.due(0, at) == ["s_old"]
+    # a partition's clock is its own
+    recovered.touch(1, "s_other", at, ended=False)
+    assert recovered.due(1, at) == []
