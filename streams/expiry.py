@@ -54,7 +54,11 @@ class ExpiryIndex:
         self._partitions: dict[int, _PartitionIndex] = {}
 
     def touch(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
-        """Record a session's newest event time (from an agent write or the changelog)."""
+        """Record a session's newest event time (from an agent write or the changelog).
+        The partition has seen that time, so its clock moves there too: a worker that
+        rebuilds the index from the changelog after a crash then starts from the clock
+        the crashed one had (as far as the records read back tell), and a replayed older
+        event finds expired what the first worker found expired."""
         self.touch_at(partition, session_id, epoch_seconds(last_ts), ended=ended)
 
     def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
@@ -63,23 +67,13 @@ class ExpiryIndex:
         index = self._partitions.get(partition)
         if index is None:  # (not setdefault: it would build an index on every call)
             index = self._partitions[partition] = _PartitionIndex()
+        index.clock = max(index.clock, last)
         deadline = last + (self._ended_retention if ended else self._idle_ttl)
         index.deadlines[session_id] = deadline
         heapq.heappush(index.heap, (deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
             index.heap = [(d, s) for s, d in index.deadlines.items()]
             heapq.heapify(index.heap)
-
-    def recover(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
-        """`touch` for a session record read back at recovery; the partition's clock moves
-        to its event time too. The clock is the newest event time processed there, which
-        is not stored as such; without this, a worker restarted after a crash started the
-        clock again at its first event, and an older event replayed then could find alive
-        a session the first worker had expired (another verdict for the same event)."""
-        last = epoch_seconds(last_ts)
-        self.touch_at(partition, session_id, last, ended=ended)
-        index = self._partitions[partition]
-        index.clock = max(index.clock, last)
 
     def forget(self, partition: int, session_id: str) -> None:
         index = self._partitions.get(partition)

@@ -194,7 +194,7 @@ class RecordHandler:
             record = SessionRecord.decode(message.value)
         except (ValueError, KeyError, TypeError):
             return
-        self._expiry.recover(message.partition, session_id, record.last_ts, ended=record.ended)
+        self._expiry.touch(message.partition, session_id, record.last_ts, ended=record.ended)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:

@@ -85,7 +85,7 @@ class Worker:
         self.expiry = ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
         for key, value in self.table.items():
             record = SessionRecord.decode(value)
-            self.expiry.recover(_partition(key), key.decode(), record.last_ts, ended=record.ended)
+            self.expiry.touch(_partition(key), key.decode(), record.last_ts, ended=record.ended)
 
     def run(self, key: bytes | None, value: bytes | None) -> Outcome:
         partition = _partition(key)

@@ -151,7 +151,7 @@ def test_due_at_on_an_unknown_partition_or_with_nothing_due_is_empty() -> None:
     assert index.sessions() == 0
 
 
-def test_recovery_restores_the_partition_clock_from_the_newest_stored_session() -> None:
+def test_a_rebuilt_index_restores_the_partition_clock_from_the_newest_stored_session() -> None:
     # A first worker processed s_new's event at 10:30 (the partition's clock: 10:30),
     # committed, then an event of s_old at 09:00: its idle deadline 10:00 is already
     # behind the clock, so s_old expires at once. After a crash, the worker that recovers
@@ -164,7 +164,7 @@ def test_recovery_restores_the_partition_clock_from_the_newest_stored_session() 
     assert first.due(0, at) == ["s_old"]
 
     recovered = ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
-    recovered.recover(0, "s_new", at + timedelta(minutes=90), ended=False)
+    recovered.touch(0, "s_new", at + timedelta(minutes=90), ended=False)  # read back
     recovered.touch(0, "s_old", at, ended=False)
     assert recovered.due(0, at) == ["s_old"]
     # a partition's clock is its own
