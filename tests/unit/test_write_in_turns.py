@@ -22,18 +22,29 @@ def note(store: TableSessionStore, table: FakeTable, partition: int, sid: str, s
     store.set(sid, record(seq))
 
 
+async def writing_after_one_turn(
+    sessions: int, partitions: int, per_turn: int
+) -> tuple[FakeTable, TableSessionStore, asyncio.Future[None]]:
+    """A deferred store with `sessions` noted records (session n in partition n %
+    `partitions`), and its commit's write started and through its first turn: the
+    writer yields one loop turn per `per_turn` records, so one turn of the test's own
+    (`sleep(0)`: a turn of the event loop, not a wait for time) lets exactly that run."""
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    for n in range(sessions):
+        note(store, table, n % partitions, f"s{n}", 1)
+    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=per_turn))
+    await asyncio.sleep(0)
+    return table, store, writing
+
+
 def stored_seq(table: FakeTable, sid: str) -> int | None:
     value = table.get(sid.encode())
     return None if value is None else SessionRecord.decode(value).last_seq
 
 
 async def test_records_are_written_a_turn_at_a_time_and_read_back_until_written() -> None:
-    table = FakeTable()
-    store = TableSessionStore(table, deferred=True)
-    for n in range(5):
-        note(store, table, n % 2, f"s{n}", 1)
-    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=2))
-    await asyncio.sleep(0)  # the first turn ran; the writer waits for the next one
+    table, store, writing = await writing_after_one_turn(5, partitions=2, per_turn=2)
     assert not writing.done()
     assert len(table.changelog) == 2
     # An event processed between two turns reads the noted record, not the table's.
@@ -49,12 +60,7 @@ async def test_records_are_written_a_turn_at_a_time_and_read_back_until_written(
 
 
 async def test_a_record_noted_during_the_write_is_the_one_read_and_written_last() -> None:
-    table = FakeTable()
-    store = TableSessionStore(table, deferred=True)
-    for n in range(4):
-        note(store, table, 0, f"s{n}", 1)
-    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
-    await asyncio.sleep(0)
+    table, store, writing = await writing_after_one_turn(4, partitions=1, per_turn=1)
     note(store, table, 0, "s3", 2)  # s3 is still waiting for its turn
     got = store.get("s3")
     assert got is not None and got.last_seq == 2
@@ -67,12 +73,7 @@ async def test_a_record_noted_during_the_write_is_the_one_read_and_written_last(
 
 
 async def test_a_newer_record_taken_by_a_later_write_replaces_the_unwritten_one() -> None:
-    table = FakeTable()
-    store = TableSessionStore(table, deferred=True)
-    for n in range(3):
-        note(store, table, 0, f"s{n}", 1)
-    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
-    await asyncio.sleep(0)
+    table, store, writing = await writing_after_one_turn(3, partitions=1, per_turn=1)
     note(store, table, 0, "s2", 2)
     store.write_pending()  # at once (too many sessions noted): takes the rest too
     assert store.pending == 0
@@ -82,12 +83,7 @@ async def test_a_newer_record_taken_by_a_later_write_replaces_the_unwritten_one(
 
 
 async def test_revoked_partitions_are_not_written_and_a_cancelled_write_resumes() -> None:
-    table = FakeTable()
-    store = TableSessionStore(table, deferred=True)
-    for n in range(6):
-        note(store, table, n % 2, f"s{n}", 1)
-    writing = asyncio.ensure_future(store.write_pending_in_turns(per_turn=1))
-    await asyncio.sleep(0)
+    table, store, writing = await writing_after_one_turn(6, partitions=2, per_turn=1)
     store.forget_partitions({1})
     writing.cancel()
     await asyncio.gather(writing, return_exceptions=True)
