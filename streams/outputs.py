@@ -135,8 +135,11 @@ class BatchedOutputs:
         # (topic, partition or None for "by key") -> records in the order added
         self._waiting: dict[tuple[str, int | None], list[_Record]] = {}
         self._waiting_count = 0
-        # the end of this loop turn (`call_soon`) or the linger (`call_later`: a TimerHandle)
+        # the end of this loop turn (`call_soon`) or the linger (`call_later`)
         self._timer: asyncio.Handle | None = None
+        # whether `_timer` is the linger: kept apart because a loop's handles need not be
+        # asyncio's classes (uvloop's `call_later` returns no `asyncio.TimerHandle`)
+        self._lingering = False
         self._drain_lock = asyncio.Lock()
         self._drains: set[asyncio.Task[None]] = set()
         # batch future -> the number of the first record of the drain round it is in
@@ -203,22 +206,26 @@ class BatchedOutputs:
             return  # the drain under way takes these too before it ends
         if self._waiting_count >= self._batch_records:
             self._start_drain()
-        elif self._timer is None or isinstance(self._timer, asyncio.TimerHandle):
+        elif self._timer is None or self._lingering:
             idle = self._send_when_idle and not self._unacked and not self.input_waiting()
             if idle:  # at the end of this turn (also when a backlog just ran out)
-                if self._timer is not None:
-                    self._timer.cancel()
+                self._cancel_timer()
                 self._timer = asyncio.get_running_loop().call_soon(self._start_drain)
             elif self._timer is None:
                 # the acknowledgement of the last outstanding batch starts the drain,
                 # unless more input is queued (then the linger does)
                 self._timer = asyncio.get_running_loop().call_later(self._linger, self._start_drain)
+                self._lingering = True
 
     def _start_drain(self) -> None:
+        self._cancel_timer()
+        self._drain_task()
+
+    def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._drain_task()
+            self._lingering = False
 
     def _drain_task(self) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self._drain_now())
@@ -242,9 +249,7 @@ class BatchedOutputs:
         so under load batches grow by themselves instead of by the linger."""
         async with self._drain_lock:
             while self._waiting:
-                if self._timer is not None:
-                    self._timer.cancel()
-                    self._timer = None
+                self._cancel_timer()
                 waiting, self._waiting, self._waiting_count = self._waiting, {}, 0
                 self._round_start, round_end = self._submitted, self._added
                 try:
