@@ -97,11 +97,12 @@ class Settings(BaseModel):
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.outputs):
     more throughput for that much latency."""
-    commit_interval_ms: StrictInt = Field(1_000, ge=100, le=60_000)
+    commit_interval_ms: StrictInt = Field(500, ge=100, le=60_000)
     """How often processed offsets are committed (faust's default is 2.8 s). Each commit
     writes the sessions changed since the last one and waits for every record to be
     acknowledged, so a longer interval makes a bigger burst (a longer tail in the wait
-    for verdicts) and more events to process again after a crash."""
+    for verdicts) and more events to process again after a crash; a shorter one writes
+    a session that changes between commits more often (docs/performance.md)."""
     worker_id: str | None = None
     """Stable name of this worker (Kafka's `group.instance.id`, static membership): a
     restarted worker takes its partitions back at once, without a rebalance. Unique per

@@ -39,7 +39,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.store_url == "memory://"
     assert settings.web_port == 6066
     assert settings.output_linger_ms == 10
-    assert settings.commit_interval_ms == 1000
+    assert settings.commit_interval_ms == 500
     assert settings.changelog_topic == "loopwatch-sessions-changelog"
     # verdicts are read within seconds; dead letters wait for a person
     assert settings.verdicts_retention_seconds < settings.events_retention_seconds
