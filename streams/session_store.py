@@ -243,9 +243,28 @@ class TableSessionStore:
             with table.writing_in(partition):
                 for key, record in writes:
                     if record is not None:
-                        self._write(key, record)
+                        self._write(key, self._unconfirmed_only(key, record))
                     elif key in self._table:
                         del self._table[key]
+
+    def _unconfirmed_only(self, key: bytes, record: SessionRecord) -> SessionRecord:
+        """`record` without the verdicts and episodes acknowledged since it was noted
+        (most of them by the commit that writes it): they are stored in their topics, so
+        a replay need not send them again, and the record's value shrinks by their JSON.
+        The next event of the session would drop them the same way (`_carried`)."""
+        if not record.unconfirmed and not record.unconfirmed_episodes:
+            return record
+        session_id = key.decode()
+        unconfirmed = self.deliveries.is_unconfirmed
+        verdicts = tuple(item for item in record.unconfirmed if unconfirmed(session_id, item[0]))
+        episodes = tuple(
+            item for item in record.unconfirmed_episodes if unconfirmed(session_id, item[0])
+        )
+        if len(verdicts) == len(record.unconfirmed) and len(episodes) == len(
+            record.unconfirmed_episodes
+        ):
+            return record
+        return SessionRecord(record.state, record.last_seq, record.last_ts, verdicts, episodes)
 
     def forget_partitions(self, partitions: AbstractSet[int]) -> None:
         """Partitions revoked: drop what was noted for them (their events' offsets were

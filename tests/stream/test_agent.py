@@ -126,10 +126,14 @@ async def test_replay_of_an_unacknowledged_verdict_resends_the_same_verdict(
 
 async def test_acknowledged_verdicts_leave_the_stored_record(harness: Harness) -> None:
     b = _looping_session()
-    for event in b.events:
+    for event in b.events[:-1]:
         await harness.put_event(event)
     stored = SessionRecord.decode(harness.table[b"s1"])
-    # Only the newest verdict can still be in flight when the next event comes.
+    assert stored.unconfirmed == ()  # every verdict acknowledged before the write
+    harness.hold_acks = True  # the broker never acknowledges the last verdict
+    await harness.put_event(b.events[-1])
+    stored = SessionRecord.decode(harness.table[b"s1"])
+    # Only the verdict still in flight is kept, for a replay to send again.
     assert [seq for seq, _ in stored.unconfirmed] == [b.events[-1].seq]
 
 

@@ -92,3 +92,35 @@ async def test_revoked_partitions_are_not_written_and_a_cancelled_write_resumes(
     await store.write_pending_in_turns()  # the next commit's write takes the rest
     assert sorted(table) == [b"s0", b"s2", b"s4"]
     assert all(partition == 0 for partition, _, _ in table.changelog)
+
+
+def test_a_commit_writes_only_the_verdicts_still_in_flight() -> None:
+    """Of a noted record's unconfirmed verdicts and episodes, the write keeps those whose
+    sends are not all acknowledged yet (a replay must send them again) and leaves out
+    the rest: they are stored in their topics already."""
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    deliveries = store.deliveries
+    acked, in_flight = deliveries.sending(("s", 1)), deliveries.sending(("s", 2), records=2)
+    deliveries.delivered(("s", 1), acked)
+    deliveries.delivered(("s", 2), in_flight)  # one of its two records: still in flight
+    noted = SessionRecord(
+        state=None,
+        last_seq=2,
+        last_ts=NOW,
+        unconfirmed=((1, b'{"v":1}'), (2, b'{"v":2}')),
+        unconfirmed_episodes=((1, b'{"e":1}'), (2, b'{"e":2}')),
+    )
+    store.set("s", noted)
+    store.write_pending()
+    written = SessionRecord.decode(table[b"s"])
+    assert written.unconfirmed == ((2, b'{"v":2}'),)
+    assert written.unconfirmed_episodes == ((2, b'{"e":2}'),)
+    assert store.get("s") == written
+
+    deliveries.delivered(("s", 2), in_flight)
+    store.set("s", noted)
+    store.write_pending()
+    written = SessionRecord.decode(table[b"s"])
+    assert (written.unconfirmed, written.unconfirmed_episodes) == ((), ())
+    assert (written.last_seq, written.last_ts) == (2, NOW)
