@@ -260,10 +260,8 @@ class TableSessionStore:
         episodes = tuple(
             item for item in record.unconfirmed_episodes if unconfirmed(session_id, item[0])
         )
-        if len(verdicts) == len(record.unconfirmed) and len(episodes) == len(
-            record.unconfirmed_episodes
-        ):
-            return record
+        if verdicts == record.unconfirmed and episodes == record.unconfirmed_episodes:
+            return record  # all still in flight
         return SessionRecord(record.state, record.last_seq, record.last_ts, verdicts, episodes)
 
     def forget_partitions(self, partitions: AbstractSet[int]) -> None:
