@@ -11,7 +11,8 @@
   while the second worker joins); the worker as a share of the bare agent, and two
   workers as a multiple of one (`--workers 1` skips that run). Over each middle 80%: the
   CPU per event and cores of the agent or workers, and how many of the machine's cores
-  were busy (/proc/stat): whether the cores, not the code, were the limit.
+  were busy (/proc/stat): whether the cores, not the code, were the limit. `--repeat N`
+  runs the three N times, alternately, over the same backlog, and prints the medians.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
@@ -391,7 +392,9 @@ def middle_window(stamps: list[float]) -> tuple[float, float]:
 
 async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     """The backlog, read by a bare faust agent, one worker, then two workers (each with
-    a group of its own), in this order, in one run."""
+    a group of its own), in this order, in one run; `--repeat N` runs that sequence N
+    times over the same backlog and prints the median ratios: the machine's speed drifts
+    from one minute to the next, so one bare run against one worker run says little."""
     prefix = new_prefix()
     env = worker_env(args.bootstrap, prefix, args.partitions)
     await create_topics(Settings.from_env(env))
@@ -399,14 +402,40 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     await produce_all(args.bootstrap, f"{prefix}-events", data)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"sustained: {len(data)} events backlog, {args.partitions} partitions, load {load}")
+    shares: list[float] = []
+    scale_outs: list[float] = []
+    for round_ in range(args.repeat):
+        if args.repeat > 1:
+            print(f" round {round_ + 1} of {args.repeat}")
+        share, scale_out = await sustained_round(args, workdir, f"{prefix}-events", len(data))
+        shares.append(share)
+        if scale_out is not None:
+            scale_outs.append(scale_out)
+    if args.repeat > 1:
+        listed = ", ".join(f"{share:.0%}" for share in shares)
+        print(
+            f"  over {args.repeat} rounds: one worker {statistics.median(shares):.0%} of the "
+            f"bare agent (median; {listed})"
+        )
+        if scale_outs:
+            listed = ", ".join(f"{x:.2f}x" for x in scale_outs)
+            print(f"  two workers {statistics.median(scale_outs):.2f}x one (median; {listed})")
+    print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-    marks, bare_usage = await run_bare_agent(args.bootstrap, f"{prefix}-events", len(data), workdir)
-    bare_whole = len(data) / max(1e-9, marks["last"] - marks["first"])
-    bare_middle = (len(data) * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
+
+async def sustained_round(
+    args: argparse.Namespace, workdir: Path, events_topic: str, count: int
+) -> tuple[float, float | None]:
+    """One bare agent, one worker and (unless `--workers 1`) two workers over
+    `events_topic`, each with a group, changelog and verdicts of its own; returns the
+    worker's share of the bare agent and two workers' multiple of one (whole runs)."""
+    marks, bare_usage = await run_bare_agent(args.bootstrap, events_topic, count, workdir)
+    bare_whole = count / max(1e-9, marks["last"] - marks["first"])
+    bare_middle = (count * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
-    print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], len(data) * 0.8)}")
+    print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], count * 0.8)}")
 
-    one, one_usage = await run_workers(args, env, 1, workdir, len(data))
+    one, one_usage = await run_workers(args, await app_env(args, events_topic), 1, workdir, count)
     one_whole, one_middle = span_rates(one)
     print(
         f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
@@ -414,20 +443,25 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     )
     print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
     if args.workers < 2:
-        return
+        return one_whole / bare_whole, None
     # Two workers of another app (group, changelog, verdicts) over the same events topic.
-    second = new_prefix()
-    env_two = worker_env(args.bootstrap, second, args.partitions)
-    env_two["LOOPWATCH_EVENTS_TOPIC"] = f"{prefix}-events"
-    await create_topics(Settings.from_env(env_two))
-    two, two_usage = await run_workers(args, env_two, 2, workdir, len(data))
+    two, two_usage = await run_workers(args, await app_env(args, events_topic), 2, workdir, count)
     two_whole, two_middle = span_rates(two)
     print(
         f"  two workers:       {two_whole:8,.0f} events/s  (middle 80%: {two_middle:,.0f})  "
         f"{two_whole / one_whole:.2f}x one worker ({two_middle / one_middle:.2f}x)"
     )
     print(f"    middle 80%: {two_usage.between(*middle_window(two), len(two) * 0.8)}")
-    print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return one_whole / bare_whole, two_whole / one_whole
+
+
+async def app_env(args: argparse.Namespace, events_topic: str) -> dict[str, str]:
+    """The environment of a worker app of its own (group, changelog, verdicts and the
+    other topics, created here) that reads `events_topic`."""
+    env = worker_env(args.bootstrap, new_prefix(), args.partitions)
+    env["LOOPWATCH_EVENTS_TOPIC"] = events_topic
+    await create_topics(Settings.from_env(env))
+    return env
 
 
 def _reader_process(
@@ -588,6 +622,12 @@ def main() -> int:
         help="compare the worker of these checkouts (give two or more), alternately",
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --tree: runs per tree")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="sustained: run the bare agent, one and two workers this many times, alternately",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
         try:
