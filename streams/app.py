@@ -39,6 +39,11 @@ from loopwatch.streams.topics import declare_topics
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""
+COMMIT_BY_TIME_ONLY = 2**31 - 1
+"""faust's `broker_commit_every`: acked records that start a commit, never reached. The
+worker commits every `commit_interval_ms` from faust's commit task. faust's count-based
+commit (every 10,000 acked records by default) runs inside the fetch loop, which then
+processed nothing until the commit, with its session writes and flush, was done."""
 
 
 def create_app(
@@ -66,6 +71,7 @@ def create_app(
         **_canonical_url(settings),
         processing_guarantee=settings.processing_guarantee,
         broker_commit_interval=settings.commit_interval_ms / 1000,
+        broker_commit_every=COMMIT_BY_TIME_ONLY,
     )
     metrics = Metrics()
     topics = declare_topics(

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopwatch.streams.app import _guard_commits
+from loopwatch.streams.app import COMMIT_BY_TIME_ONLY, _guard_commits
 from loopwatch.streams.outputs import BatchedOutputs
+from loopwatch.streams.settings import Settings
 from tests.stream.conftest import Harness
 
 
@@ -43,3 +44,14 @@ async def test_recording_outputs_leave_the_test_process_collector_alone(
 ) -> None:
     await harness.app.transport.before_commit()
     assert gc.get_freeze_count() == 0
+
+
+async def test_offsets_are_committed_by_time_never_by_count_inside_the_fetch_loop(
+    harness: Harness,
+) -> None:
+    """faust commits every `broker_commit_every` acked records from inside its fetch loop,
+    which then processes nothing until that commit (session writes, flush) is done; the
+    worker's commits come from faust's commit task, every `commit_interval_ms`."""
+    conf = harness.app.conf
+    assert conf.broker_commit_every == COMMIT_BY_TIME_ONLY >= 2**31 - 1
+    assert conf.broker_commit_interval == Settings().commit_interval_ms / 1000
