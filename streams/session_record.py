@@ -9,6 +9,7 @@ the stored value until its send is acknowledged closes that gap (see README, del
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,18 @@ from loopwatch.streams.detector import SessionState
 
 RECORD_VERSION = 1
 
+Unconfirmed = tuple[tuple[int, bytes], ...]
+"""(seq, JSON payload) of records sent for that event but not all acknowledged yet."""
+
+
+def still_unconfirmed(
+    items: Unconfirmed, is_unconfirmed: Callable[[str, int], bool], session_id: str
+) -> Unconfirmed:
+    """Those of `items` whose event's records are not all acknowledged yet (the store's
+    `is_unconfirmed`). A list comprehension: a generator per event cost ~4% of the
+    worker's samples."""
+    return tuple([item for item in items if is_unconfirmed(session_id, item[0])])
+
 
 @dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
 class SessionRecord:
@@ -28,9 +41,9 @@ class SessionRecord:
     state: SessionState | None
     last_seq: int
     last_ts: datetime
-    unconfirmed: tuple[tuple[int, bytes], ...] = ()
+    unconfirmed: Unconfirmed = ()
     """(seq, verdict JSON) of verdicts sent but not yet acknowledged by the broker."""
-    unconfirmed_episodes: tuple[tuple[int, bytes], ...] = ()
+    unconfirmed_episodes: Unconfirmed = ()
     """(seq, episode JSON) of loop episodes closed by that event whose sends are not yet
     all acknowledged (kept and resent like the verdict of the same seq)."""
 

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeGuard
 
-from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.session_record import SessionRecord, still_unconfirmed
 
 MAX_REMEMBERED_ACKS = 65536
 MAX_DECODED_RECORDS = 4096
@@ -256,10 +256,8 @@ class TableSessionStore:
             return record
         session_id = key.decode()
         unconfirmed = self.deliveries.is_unconfirmed
-        verdicts = tuple(item for item in record.unconfirmed if unconfirmed(session_id, item[0]))
-        episodes = tuple(
-            item for item in record.unconfirmed_episodes if unconfirmed(session_id, item[0])
-        )
+        verdicts = still_unconfirmed(record.unconfirmed, unconfirmed, session_id)
+        episodes = still_unconfirmed(record.unconfirmed_episodes, unconfirmed, session_id)
         if verdicts == record.unconfirmed and episodes == record.unconfirmed_episodes:
             return record  # all still in flight
         return SessionRecord(record.state, record.last_seq, record.last_ts, verdicts, episodes)
