@@ -7,12 +7,17 @@
   in one run and each with a consumer group of its own, a bare faust agent
   (ops/bench/bare_agent.py: reads the records, nothing else), one worker, and two worker
   processes of one app. Figures: events / (last - first) (verdict produce times for the
-  workers), and over the middle 80% of the events (leaves out start-up and the rebalance
-  while the second worker joins); the worker as a share of the bare agent, and two
-  workers as a multiple of one (`--workers 1` skips that run). Over each middle 80%: the
-  CPU per event and cores of the agent or workers, and how many of the machine's cores
-  were busy (/proc/stat): whether the cores, not the code, were the limit. `--repeat N`
-  runs the three N times, alternately, over the same backlog, and prints the medians.
+  workers), and over the middle 80% of the events (leaves out start-up); the worker as a
+  share of the bare agent. The two workers start on an empty topic of their own, and
+  the same events are produced into it once they share its partitions (`/ready`); their
+  rate from then (or the 10th percentile) to the 90th percentile, as a multiple of one
+  worker's middle 80% (`--workers 1` skips that run). With the backlog there from the
+  start, the first worker to join took every partition and processed alone for a while,
+  and in some runs had done the partitions it then kept: 0.92-1.00x "scale-out" on one
+  core. Over each window: the CPU per event and cores of the agent or workers, how many
+  of the machine's cores were busy (/proc/stat), and the cores of the local broker and
+  of the bench: whether the cores, not the code, were the limit. `--repeat N` runs the
+  three N times, alternately, and prints the medians.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
@@ -50,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -136,6 +142,36 @@ async def produce_all(bootstrap: str, topic: str, lines: list[tuple[bytes, bytes
         await producer.stop()
 
 
+async def produce_batched(
+    bootstrap: str, topic: str, lines: list[tuple[bytes, bytes]], partitions: int
+) -> None:
+    """`lines` into `topic` as fast as this process can: prebuilt batches of up to 1 MiB
+    per partition (the keys' partitions as the default partitioner chooses them), so the
+    records appear within a fraction of a second while workers already wait for them."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", max_batch_size=1024 * 1024, linger_ms=0
+    )
+    await producer.start()
+    try:
+        choose = DefaultPartitioner()
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+        every = list(range(partitions))
+        for key, value in lines:
+            by_partition.setdefault(choose(key, every, every), []).append((key, value))
+        sent = []
+        for partition, rows in by_partition.items():
+            batch = producer.create_batch()
+            for key, value in rows:
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    sent.append(await producer.send_batch(batch, topic, partition=partition))
+                    batch = producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=None)
+            sent.append(await producer.send_batch(batch, topic, partition=partition))
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
 async def produce_paced(
     bootstrap: str, topic: str, lines: list[tuple[bytes, bytes]], rate: float
 ) -> None:
@@ -162,15 +198,23 @@ async def collect(
     *,
     deadline: float,
     ready: asyncio.Event | None = None,
+    patient: bool = False,
 ) -> list[tuple[float, Any]]:
     """(receive time, record) of `count` verdicts of `topic`.
 
     Without `ready`: from the start of the topic. With it: from the current end of every
     partition, and `ready` is set once the consumer is positioned there, so the caller
     can start producing without the consumer's start-up counting as verdict latency.
+    `patient`: for throughput runs, which time verdicts by their records' timestamps, not
+    by their receipt: a fetch waits for 256 KiB or 500 ms, so that the reader costs the
+    broker and the cores the workers share with it little (polling every 5 ms, it cost
+    0.12 of a core in the bench and more in the broker).
     """
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=5
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=500 if patient else 5,
+        fetch_min_bytes=256 * 1024 if patient else 1,
     )
     await consumer.start()
     got: list[tuple[float, Any]] = []
@@ -241,11 +285,45 @@ async def run_bare_agent(
     return marks, usage
 
 
+def worker_partitions(port: str) -> list[int] | None:
+    """The events partitions a worker on `port` processes now (its `/ready`), or None
+    while it is not ready (starting, rebalancing, recovering)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=1) as response:
+            document = json.loads(response.read())
+    except (OSError, ValueError):  # not listening yet, or 503 (HTTPError is an OSError)
+        return None
+    return list(document["partitions"]) if document.get("ready") else None
+
+
+async def settled_at(ports: list[str], partitions: int, deadline: float) -> float:
+    """When every worker on `ports` was ready and their partitions split all `partitions`
+    between them: from then on, each processes its share."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        held = await asyncio.gather(*(asyncio.to_thread(worker_partitions, port) for port in ports))
+        if all(held) and sorted(p for own in held if own for p in own) == list(range(partitions)):
+            return time.time()
+        await asyncio.sleep(0.1)  # polling the workers' /ready, not a test
+    raise RuntimeError(f"the workers on ports {ports} did not share the partitions in time")
+
+
 async def run_workers(
-    args: argparse.Namespace, env: dict[str, str], workers: int, workdir: Path, count: int
-) -> tuple[list[float], Usage]:
-    """`workers` worker processes of one app over the backlog; their verdicts' times and
-    the CPU they and the machine used."""
+    args: argparse.Namespace,
+    env: dict[str, str],
+    workers: int,
+    workdir: Path,
+    count: int,
+    *,
+    late: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[list[float], Usage, float]:
+    """`workers` worker processes of one app over the backlog; their verdicts' times, the
+    CPU they and the machine used, and when the backlog was all there.
+
+    `late`: the workers' events topic starts empty, and `late` is produced into it once
+    they share its partitions (`settled_at`). On a backlog that is there from the start,
+    the first worker to join takes every partition and processes for a while alone, and
+    partitions move while the second joins: that says nothing about scale-out."""
     profile = workdir / "worker.prof" if args.profile and workers == 1 else None
     sampled = Path(args.py_spy).resolve() if args.py_spy and workers == 1 else None
     procs = []
@@ -256,9 +334,22 @@ async def run_workers(
         procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled))
     usage = Usage([proc.pid for proc in procs])
     sampler = asyncio.ensure_future(usage.sample())
+    ports = [str(int(env["LOOPWATCH_WEB_PORT"]) + n) for n in range(workers)]
+    there = time.time()
     try:
+        if late is not None:
+            await settled_at(ports, args.partitions, deadline=120)
+            await produce_batched(
+                args.bootstrap, env["LOOPWATCH_EVENTS_TOPIC"], late, args.partitions
+            )
+            there = time.time()
         got = await collect(
-            args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions, count, deadline=600
+            args.bootstrap,
+            env["LOOPWATCH_VERDICTS_TOPIC"],
+            args.partitions,
+            count,
+            deadline=600,
+            patient=True,
         )
     finally:
         sampler.cancel()
@@ -268,7 +359,7 @@ async def run_workers(
         print("profile (top 25 by cumulative time, worker process):")
         pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
         pstats.Stats(str(profile)).sort_stats("tottime").print_stats(25)
-    return [record.timestamp / 1000 for _, record in got], usage  # verdict produce times
+    return [record.timestamp / 1000 for _, record in got], usage, there  # produce times
 
 
 async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
@@ -298,7 +389,7 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
                 try:
                     got = await collect(
                         args.bootstrap, env["LOOPWATCH_VERDICTS_TOPIC"], args.partitions,
-                        len(data), deadline=600,
+                        len(data), deadline=600, patient=True,
                     )  # fmt: skip
                 finally:
                     sampler.cancel()
@@ -333,26 +424,25 @@ class Usage:
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
-        self.samples: list[tuple[float, float, float]] = []
-        """(wall time, CPU seconds of the processes, busy CPU seconds of the machine)"""
+        # Beside the measured processes: the local broker (when `ops/kafka/kafka.sh` runs
+        # it) and this bench, whose verdict reader also costs the broker and the cores.
+        self.others = {"broker": local_broker_pid(), "bench": os.getpid()}
+        self.samples: list[tuple[float, float, float, tuple[float, ...]]] = []
+        """(wall time, CPU seconds of the processes, busy CPU seconds of the machine,
+        CPU seconds of each of `others`)"""
 
     async def sample(self) -> None:
         tick = os.sysconf("SC_CLK_TCK")
         while True:
-            processes = 0
-            for pid in self.pids:
-                try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                processes += int(fields[11]) + int(fields[12])
+            processes = sum(cpu_ticks(pid) for pid in self.pids)
+            others = tuple(cpu_ticks(pid) / tick for pid in self.others.values())
             # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
             cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
             busy = sum(cpu) - cpu[3] - cpu[4]
-            self.samples.append((time.time(), processes / tick, busy / tick))
+            self.samples.append((time.time(), processes / tick, busy / tick, others))
             await asyncio.sleep(0.05)  # sampling CPU counters, not a test
 
-    def _span(self, start: float, end: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    def _span(self, start: float, end: float) -> tuple[Any, Any]:
         """The first and last samples within `start`..`end` (wall times)."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2:
@@ -378,10 +468,44 @@ class Usage:
             cores, busy = self.cores(start, end)
         except ValueError as exc:
             return str(exc)
+        first, last = self._span(start, end)
+        wall = last[0] - first[0]
+        others = ", ".join(
+            f"{name} {(after - before) / wall:.2f}"
+            for name, pid, before, after in zip(
+                self.others, self.others.values(), first[3], last[3], strict=True
+            )
+            if pid
+        )
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
-            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
+            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores "
+            f"({others})"
         )
+
+
+def cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks of process `pid` (0 when it is gone, or for pid 0)."""
+    if not pid:
+        return 0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def local_broker_pid() -> int:
+    """The pid of the broker `ops/kafka/kafka.sh` runs on this host for the bootstrap
+    port, or 0 (another broker: its CPU is not shown)."""
+    port = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092").split(",")[0]
+    cache = Path(os.environ.get("LOOPWATCH_KAFKA_CACHE", REPO / ".cache" / "kafka"))
+    try:
+        pid = int((cache / f"broker-{port.rsplit(':', 1)[-1]}" / "kafka.pid").read_text())
+        alive = b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return 0
+    return pid if alive else 0
 
 
 def middle_window(stamps: list[float]) -> tuple[float, float]:
@@ -407,7 +531,7 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     for round_ in range(args.repeat):
         if args.repeat > 1:
             print(f" round {round_ + 1} of {args.repeat}")
-        share, scale_out = await sustained_round(args, workdir, f"{prefix}-events", len(data))
+        share, scale_out = await sustained_round(args, workdir, f"{prefix}-events", data)
         shares.append(share)
         if scale_out is not None:
             scale_outs.append(scale_out)
@@ -424,18 +548,25 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
 
 
 async def sustained_round(
-    args: argparse.Namespace, workdir: Path, events_topic: str, count: int
+    args: argparse.Namespace,
+    workdir: Path,
+    events_topic: str,
+    data: list[tuple[bytes, bytes]],
 ) -> tuple[float, float | None]:
-    """One bare agent, one worker and (unless `--workers 1`) two workers over
-    `events_topic`, each with a group, changelog and verdicts of its own; returns the
-    worker's share of the bare agent and two workers' multiple of one (whole runs)."""
+    """One bare agent and one worker over `events_topic` (holding `data`), then (unless
+    `--workers 1`) two workers over `data` produced into a topic of their own once they
+    share it; each with a group, changelog and verdicts of its own. Returns the worker's
+    share of the bare agent (whole runs) and two workers' multiple of one (steady rates)."""
+    count = len(data)
     marks, bare_usage = await run_bare_agent(args.bootstrap, events_topic, count, workdir)
     bare_whole = count / max(1e-9, marks["last"] - marks["first"])
     bare_middle = (count * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
     print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], count * 0.8)}")
 
-    one, one_usage = await run_workers(args, await app_env(args, events_topic), 1, workdir, count)
+    one, one_usage, _ = await run_workers(
+        args, await app_env(args, events_topic), 1, workdir, count
+    )
     one_whole, one_middle = span_rates(one)
     print(
         f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
@@ -444,22 +575,33 @@ async def sustained_round(
     print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
     if args.workers < 2:
         return one_whole / bare_whole, None
-    # Two workers of another app (group, changelog, verdicts) over the same events topic.
-    two, two_usage = await run_workers(args, await app_env(args, events_topic), 2, workdir, count)
-    two_whole, two_middle = span_rates(two)
-    print(
-        f"  two workers:       {two_whole:8,.0f} events/s  (middle 80%: {two_middle:,.0f})  "
-        f"{two_whole / one_whole:.2f}x one worker ({two_middle / one_middle:.2f}x)"
+    # Two workers of another app, over the same events in a topic of its own, produced
+    # once both have their partitions: the rate from then (or the 10th percentile, if
+    # later) to the 90th percentile of the verdicts.
+    two, two_usage, there = await run_workers(
+        args, await app_env(args, None), 2, workdir, count, late=data
     )
-    print(f"    middle 80%: {two_usage.between(*middle_window(two), len(two) * 0.8)}")
-    return one_whole / bare_whole, two_whole / one_whole
+    low, high = middle_window(two)
+    start = max(there, low)
+    inside = sum(1 for stamp in two if start <= stamp <= high)
+    if high - start <= 0 or inside < count // 10:
+        print("  two workers: too few verdicts after the backlog was produced (use more --events)")
+        return one_whole / bare_whole, None
+    rate = inside / (high - start)
+    print(
+        f"  two workers:       {rate:8,.0f} events/s  (both sharing the partitions, "
+        f"{inside:,} events)  {rate / one_middle:.2f}x one worker's middle 80%"
+    )
+    print(f"    same span: {two_usage.between(start, high, inside)}")
+    return one_whole / bare_whole, rate / one_middle
 
 
-async def app_env(args: argparse.Namespace, events_topic: str) -> dict[str, str]:
+async def app_env(args: argparse.Namespace, events_topic: str | None) -> dict[str, str]:
     """The environment of a worker app of its own (group, changelog, verdicts and the
-    other topics, created here) that reads `events_topic`."""
+    other topics, created here) that reads `events_topic` (None: a new one of its own)."""
     env = worker_env(args.bootstrap, new_prefix(), args.partitions)
-    env["LOOPWATCH_EVENTS_TOPIC"] = events_topic
+    if events_topic is not None:
+        env["LOOPWATCH_EVENTS_TOPIC"] = events_topic
     await create_topics(Settings.from_env(env))
     return env
 
