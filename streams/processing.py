@@ -24,7 +24,7 @@ from loopwatch.streams.dead_letters import DeadLetter, DeadLetterKind
 from loopwatch.streams.detector import OpenEpisode, expire_episodes, observe_episodes
 from loopwatch.streams.expiry import ExpiryIndex, epoch_seconds
 from loopwatch.streams.policy_book import PolicyBook
-from loopwatch.streams.session_record import SessionRecord, Unconfirmed, still_unconfirmed
+from loopwatch.streams.session_record import SessionRecord, Unconfirmed
 
 
 class SessionStore(Protocol):
@@ -232,6 +232,17 @@ def _process(
 def _carried(
     items: Unconfirmed, store: SessionStore, session_id: str, new: Unconfirmed
 ) -> Unconfirmed:
-    """Those of `items` whose event's records are not all acknowledged yet, then `new`."""
-    kept = still_unconfirmed(items, store.is_unconfirmed, session_id)
-    return (*kept, *new) if kept else new
+    """`items` from the first whose event's records are not all acknowledged yet (they
+    are in event order, and acknowledged nearly in that order), then `new`.
+
+    Only the acknowledged front goes: one acknowledged behind one in flight stays until
+    that one is acknowledged too, and the commit's write leaves it out
+    (`TableSessionStore._unconfirmed_only`). So this costs O(1) per event when a backlog
+    is processed faster than its sends are acknowledged: checking every item each time
+    was ~12% of the worker's samples there, with ~100 verdicts per session in flight.
+    What is kept still holds every unacknowledged item, which is all a replay needs."""
+    is_unconfirmed = store.is_unconfirmed
+    for start, (seq, _) in enumerate(items):
+        if is_unconfirmed(session_id, seq):
+            return items[start:] + new if start else items + new
+    return new

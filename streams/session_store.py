@@ -251,7 +251,8 @@ class TableSessionStore:
         """`record` without the verdicts and episodes acknowledged since it was noted
         (most of them by the commit that writes it): they are stored in their topics, so
         a replay need not send them again, and the record's value shrinks by their JSON.
-        The next event of the session would drop them the same way (`_carried`)."""
+        (The next event of the session drops them too, but only from the front:
+        `processing._carried`.)"""
         if not record.unconfirmed and not record.unconfirmed_episodes:
             return record
         session_id = key.decode()

@@ -48,6 +48,13 @@ class Worker:
     )
     hold_acks: bool = False
     sent: list[bytes] = field(default_factory=list)
+    held: dict[tuple[str, int], object] = field(default_factory=dict)
+    """The tokens of the sends not acknowledged (`hold_acks`), for `ack`."""
+
+    def ack(self, seq: int, session_id: str = "s1") -> None:
+        """The broker acknowledges the held send of that event's verdict."""
+        ident = (session_id, seq)
+        self.store.deliveries.delivered(ident, self.held.pop(ident))
 
     def run(self, records: Iterable[Record], partition: int = 0) -> list[Outcome]:
         outcomes = []
@@ -65,7 +72,9 @@ class Worker:
                 ident = (event.session_id, event.seq)
                 token = self.store.deliveries.sending(ident)
                 self.sent.append(payload)
-                if not self.hold_acks:
+                if self.hold_acks:
+                    self.held[ident] = token
+                else:
                     self.store.deliveries.delivered(ident, token)
             outcomes.append(outcome)
         return outcomes
@@ -138,6 +147,33 @@ def test_an_unacknowledged_verdict_is_resent_once_by_the_next_worker() -> None:
     # A record it reads again after that is a plain duplicate.
     (plain,) = second.run_events(b.events[-1:])
     assert isinstance(plain, Duplicate) and plain.resend is None
+
+
+def test_the_next_event_drops_the_acknowledged_front_of_the_verdicts_in_flight() -> None:
+    b = _looping()
+    worker = Worker(hold_acks=True)
+    events = b.events[:5]
+    worker.run_events(events[:3])  # three verdicts in flight
+
+    def carried() -> list[int]:
+        return [seq for seq, _ in worker.store.records["s1"].unconfirmed]
+
+    assert carried() == [e.seq for e in events[:3]]
+    # The second is acknowledged, not the first: it stays behind the first.
+    worker.ack(events[1].seq)
+    worker.run_events(events[3:4])
+    assert carried() == [e.seq for e in events[:4]]
+    # The first too: the front goes, up to the next one in flight.
+    worker.ack(events[0].seq)
+    worker.run_events(events[4:5])
+    assert carried() == [events[2].seq, events[3].seq, events[4].seq]
+    # Every one in flight is kept, and a replay after a crash resends exactly those.
+    for event in events[2:5]:
+        assert worker.store.is_unconfirmed("s1", event.seq)
+    second = Worker()
+    second.store.records = {"s1": SessionRecord.decode(worker.store.records["s1"].encode())}
+    resent = second.run_events(events[2:5])
+    assert [o.resend for o in resent if isinstance(o, Duplicate)] == worker.sent[2:5]
 
 
 def test_acknowledged_verdicts_leave_the_stored_record() -> None:
