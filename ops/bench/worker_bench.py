@@ -4,20 +4,20 @@
         [--events 50000] [--sessions 200] [--rate 1000] [--seconds 20] [--profile]
 
 * sustained: `--events` synthetic events (ops/bench/synth.py) are produced first; then,
-  in one run and each with a consumer group of its own, a bare faust agent
-  (ops/bench/bare_agent.py: reads the records, nothing else), one worker, and two worker
-  processes of one app. Figures: events / (last - first) (verdict produce times for the
-  workers), and over the middle 80% of the events (leaves out start-up); the worker as a
-  share of the bare agent. The two workers start on an empty topic of their own, and
-  the same events are produced into it once they share its partitions (`/ready`); their
-  rate from then (or the 10th percentile) to the 90th percentile, as a multiple of one
-  worker's middle 80% (`--workers 1` skips that run). With the backlog there from the
+  each with a consumer group of its own, a bare faust agent (ops/bench/bare_agent.py:
+  reads the records, nothing else) and one worker read them. Figures: events / (last -
+  first) (verdict produce times for the workers), and over the middle 80% of the events
+  (leaves out start-up); the worker as a share of the bare agent. Then one worker and
+  two worker processes of one app each start on an empty topic of their own, and the
+  same events are produced into it once they hold its partitions (`/ready`): their
+  rates from then (or the 10th percentile) to the 90th percentile, and two workers as a
+  multiple of one (`--workers 1` skips these runs). With the backlog there from the
   start, the first worker to join took every partition and processed alone for a while,
   and in some runs had done the partitions it then kept: 0.92-1.00x "scale-out" on one
   core. Over each window: the CPU per event and cores of the agent or workers, how many
   of the machine's cores were busy (/proc/stat), and the cores of the local broker and
-  of the bench: whether the cores, not the code, were the limit. `--repeat N` runs the
-  three N times, alternately, and prints the medians.
+  of the bench: whether the cores, not the code, were the limit. `--repeat N` runs it
+  all N times, alternately, and prints the medians.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
