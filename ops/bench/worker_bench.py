@@ -77,6 +77,14 @@ def new_prefix() -> str:
     return prefix
 
 
+async def drop_app_topics(env: dict[str, str]) -> None:
+    """Delete the topics of the worker app of `env` (its prefix) once its run is over:
+    with each run's topics kept until the end, a run's third round met a broker with
+    ~800 more partitions whose request handlers used 0.8-1.0 of a core for the load
+    that took 0.2-0.4 in the first round."""
+    await delete_topics(Settings.from_env(env), env["LOOPWATCH_APP_ID"])
+
+
 async def delete_run_topics(bootstrap: str, partitions: int) -> None:
     for prefix in PREFIXES:
         await delete_topics(Settings.from_env(worker_env(bootstrap, prefix, partitions)), prefix)
@@ -392,6 +400,7 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
                 finally:
                     sampler.cancel()
                     stop_worker(proc)
+                await drop_app_topics(env)
                 stamps = sorted(record.timestamp / 1000 for _, record in got)
                 whole, middle = span_rates(stamps)
                 per_event = usage.cpu_per_event(*middle_window(stamps), len(stamps) * 0.8)
@@ -562,9 +571,9 @@ async def sustained_round(
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
     print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], count * 0.8)}")
 
-    one, one_usage, _ = await run_workers(
-        args, await app_env(args, events_topic), 1, workdir, count
-    )
+    env = await app_env(args, events_topic)
+    one, one_usage, _ = await run_workers(args, env, 1, workdir, count)
+    await drop_app_topics(env)
     one_whole, one_middle = span_rates(one)
     print(
         f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
@@ -578,9 +587,9 @@ async def sustained_round(
     # way, from then (or the 10th percentile, if later) to the 90th percentile.
     rates = []
     for workers in (1, 2):
-        stamps, usage, there = await run_workers(
-            args, await app_env(args, None), workers, workdir, count, late=data
-        )
+        env = await app_env(args, None)
+        stamps, usage, there = await run_workers(args, env, workers, workdir, count, late=data)
+        await drop_app_topics(env)
         low, high = middle_window(stamps)
         start = max(there, low)
         inside = sum(1 for stamp in stamps if start <= stamp <= high)
