@@ -276,7 +276,7 @@ async def run_bare_agent(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        usage = Usage([proc.pid])
+        usage = Usage([proc.pid], bootstrap)
         sampler = asyncio.ensure_future(usage.sample())
         try:
             deadline = time.monotonic() + 600
@@ -327,9 +327,10 @@ async def run_workers(
     CPU they and the machine used, and when the backlog was all there.
 
     `late`: the workers' events topic starts empty, and `late` is produced into it once
-    they share its partitions (`settled_at`). On a backlog that is there from the start,
-    the first worker to join takes every partition and processes for a while alone, and
-    partitions move while the second joins: that says nothing about scale-out."""
+    they hold all its partitions between them (`settled_at`). On a backlog that is there
+    from the start, the first worker to join takes every partition and processes for a
+    while alone, and partitions move while the second joins: that says nothing about
+    scale-out."""
     profile = workdir / "worker.prof" if args.profile and workers == 1 else None
     sampled = Path(args.py_spy).resolve() if args.py_spy and workers == 1 else None
     procs = []
@@ -338,7 +339,7 @@ async def run_workers(
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
         procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled))
-    usage = Usage([proc.pid for proc in procs])
+    usage = Usage([proc.pid for proc in procs], args.bootstrap)
     sampler = asyncio.ensure_future(usage.sample())
     ports = [str(int(env["LOOPWATCH_WEB_PORT"]) + n) for n in range(workers)]
     there = time.time()
@@ -390,7 +391,7 @@ async def compare_trees(args: argparse.Namespace, workdir: Path) -> None:
                 await create_topics(Settings.from_env(env))
                 load = os.getloadavg()[0]
                 proc = start_worker(env, workdir / f"tree-{round_}.log", None, tree=tree)
-                usage = Usage([proc.pid])
+                usage = Usage([proc.pid], args.bootstrap)
                 sampler = asyncio.ensure_future(usage.sample())
                 try:
                     got = await collect(
@@ -429,11 +430,11 @@ class Usage:
     worker cannot scale out onto a core that the first, the broker and the bench already
     keep busy."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pids: list[int], bootstrap: str) -> None:
         self.pids = pids
         # Beside the measured processes: the local broker (when `ops/kafka/kafka.sh` runs
         # it) and this bench, whose verdict reader also costs the broker and the cores.
-        self.others = {"broker": local_broker_pid(), "bench": os.getpid()}
+        self.others = {"broker": local_broker_pid(bootstrap), "bench": os.getpid()}
         self.samples: list[tuple[float, float, float, tuple[float, ...]]] = []
         """(wall time, CPU seconds of the processes, busy CPU seconds of the machine,
         CPU seconds of each of `others`)"""
@@ -502,10 +503,10 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def local_broker_pid() -> int:
-    """The pid of the broker `ops/kafka/kafka.sh` runs on this host for the bootstrap
-    port, or 0 (another broker: its CPU is not shown)."""
-    port = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092").split(",")[0]
+def local_broker_pid(bootstrap: str) -> int:
+    """The pid of the broker `ops/kafka/kafka.sh` runs on this host for the port of
+    `bootstrap`, or 0 (another broker: its CPU is not shown)."""
+    port = bootstrap.split(",", maxsplit=1)[0]
     cache = Path(os.environ.get("LOOPWATCH_KAFKA_CACHE", REPO / ".cache" / "kafka"))
     try:
         pid = int((cache / f"broker-{port.rsplit(':', 1)[-1]}" / "kafka.pid").read_text())
@@ -561,9 +562,10 @@ async def sustained_round(
     data: list[tuple[bytes, bytes]],
 ) -> tuple[float, float | None]:
     """One bare agent and one worker over `events_topic` (holding `data`), then (unless
-    `--workers 1`) two workers over `data` produced into a topic of their own once they
-    share it; each with a group, changelog and verdicts of its own. Returns the worker's
-    share of the bare agent (whole runs) and two workers' multiple of one (steady rates)."""
+    `--workers 1`) one and two workers over `data` produced into a topic of their own once
+    they hold its partitions; each with a group, changelog and verdicts of its own.
+    Returns the worker's share of the bare agent (whole runs) and two workers' multiple
+    of one (both over the late events)."""
     count = len(data)
     marks, bare_usage = await run_bare_agent(args.bootstrap, events_topic, count, workdir)
     bare_whole = count / max(1e-9, marks["last"] - marks["first"])
