@@ -430,11 +430,14 @@ class Usage:
     worker cannot scale out onto a core that the first, the broker and the bench already
     keep busy."""
 
-    def __init__(self, pids: list[int], bootstrap: str) -> None:
+    def __init__(self, pids: list[int], bootstrap: str | None = None) -> None:
         self.pids = pids
-        # Beside the measured processes: the local broker (when `ops/kafka/kafka.sh` runs
-        # it) and this bench, whose verdict reader also costs the broker and the cores.
-        self.others = {"broker": local_broker_pid(bootstrap), "bench": os.getpid()}
+        # With `bootstrap`, beside the measured processes: the local broker (when
+        # `ops/kafka/kafka.sh` runs it) and this bench, whose verdict reader also costs the
+        # broker and the cores (`between` shows them).
+        self.others = (
+            {"broker": local_broker_pid(bootstrap), "bench": os.getpid()} if bootstrap else {}
+        )
         self.samples: list[tuple[float, float, float, tuple[float, ...]]] = []
         """(wall time, CPU seconds of the processes, busy CPU seconds of the machine,
         CPU seconds of each of `others`)"""
@@ -487,8 +490,8 @@ class Usage:
         )
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
-            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores "
-            f"({others})"
+            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
+            + (f" ({others})" if others else "")
         )
 
 
