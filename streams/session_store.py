@@ -178,7 +178,9 @@ class TableSessionStore:
         if self._deferred:
             self._note(key, record)
             return
-        self._write(key, record)
+        # Stored as the deferred write stores it: without the acknowledged verdicts that
+        # the pipeline carries behind one in flight (`processing._carried`).
+        self._write(key, self._unconfirmed_only(key, record))
 
     def delete(self, session_id: str) -> None:
         key = session_id.encode()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import pytest
+
 from loopwatch.streams.session_record import SessionRecord
 from loopwatch.streams.session_store import TableSessionStore
 from tests.unit.test_deferred_writes import FakeTable
@@ -94,12 +96,14 @@ async def test_revoked_partitions_are_not_written_and_a_cancelled_write_resumes(
     assert all(partition == 0 for partition, _, _ in table.changelog)
 
 
-def test_a_commit_writes_only_the_verdicts_still_in_flight() -> None:
-    """Of a noted record's unconfirmed verdicts and episodes, the write keeps those whose
-    sends are not all acknowledged yet (a replay must send them again) and leaves out
-    the rest: they are stored in their topics already."""
+@pytest.mark.parametrize("deferred", [True, False], ids=["at_the_commit", "per_event"])
+def test_a_write_keeps_only_the_verdicts_still_in_flight(deferred: bool) -> None:
+    """Of a record's unconfirmed verdicts and episodes, the write (the commit's, or each
+    event's without deferred writes) keeps those whose sends are not all acknowledged
+    yet (a replay must send them again) and leaves out the rest: they are stored in
+    their topics already, and the pipeline may carry them behind one still in flight."""
     table = FakeTable()
-    store = TableSessionStore(table, deferred=True)
+    store = TableSessionStore(table, deferred=deferred)
     deliveries = store.deliveries
     acked, in_flight = deliveries.sending(("s", 1)), deliveries.sending(("s", 2), records=2)
     deliveries.delivered(("s", 1), acked)
