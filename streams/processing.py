@@ -244,5 +244,5 @@ def _carried(
     is_unconfirmed = store.is_unconfirmed
     for start, (seq, _) in enumerate(items):
         if is_unconfirmed(session_id, seq):
-            return items[start:] + new if start else items + new
+            return items[start:] + new
     return new

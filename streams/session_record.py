@@ -9,7 +9,6 @@ the stored value until its send is acknowledged closes that gap (see README, del
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,14 +21,6 @@ RECORD_VERSION = 1
 
 Unconfirmed = tuple[tuple[int, bytes], ...]
 """(seq, JSON payload) of records sent for that event but not all acknowledged yet."""
-
-
-def still_unconfirmed(
-    items: Unconfirmed, is_unconfirmed: Callable[[str, int], bool], session_id: str
-) -> Unconfirmed:
-    """Those of `items` whose event's records are not all acknowledged yet (the store's
-    `is_unconfirmed`): for the commit's write, once per session and commit."""
-    return tuple([item for item in items if is_unconfirmed(session_id, item[0])])
 
 
 @dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeGuard
 
-from loopwatch.streams.session_record import SessionRecord, still_unconfirmed
+from loopwatch.streams.session_record import SessionRecord, Unconfirmed
 
 MAX_REMEMBERED_ACKS = 65536
 MAX_DECODED_RECORDS = 4096
@@ -258,12 +258,16 @@ class TableSessionStore:
         if not record.unconfirmed and not record.unconfirmed_episodes:
             return record
         session_id = key.decode()
-        unconfirmed = self.deliveries.is_unconfirmed
-        verdicts = still_unconfirmed(record.unconfirmed, unconfirmed, session_id)
-        episodes = still_unconfirmed(record.unconfirmed_episodes, unconfirmed, session_id)
+        verdicts = self._in_flight(record.unconfirmed, session_id)
+        episodes = self._in_flight(record.unconfirmed_episodes, session_id)
         if verdicts == record.unconfirmed and episodes == record.unconfirmed_episodes:
             return record  # all still in flight
         return SessionRecord(record.state, record.last_seq, record.last_ts, verdicts, episodes)
+
+    def _in_flight(self, items: Unconfirmed, session_id: str) -> Unconfirmed:
+        """Those of `items` whose event's records are not all acknowledged yet."""
+        unconfirmed = self.deliveries.is_unconfirmed
+        return tuple([item for item in items if unconfirmed(session_id, item[0])])
 
     def forget_partitions(self, partitions: AbstractSet[int]) -> None:
         """Partitions revoked: drop what was noted for them (their events' offsets were
