@@ -324,7 +324,8 @@ async def run_workers(
     late: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[list[float], Usage, float]:
     """`workers` worker processes of one app over the backlog; their verdicts' times, the
-    CPU they and the machine used, and when the backlog was all there.
+    CPU they and the machine used, and when the backlog was all there. The app's topics
+    are deleted once they stop (`drop_app_topics`).
 
     `late`: the workers' events topic starts empty, and `late` is produced into it once
     they hold all its partitions between them (`settled_at`). On a backlog that is there
@@ -362,6 +363,7 @@ async def run_workers(
         sampler.cancel()
         for proc in procs:
             stop_worker(proc)
+        await drop_app_topics(env)
     if profile is not None:
         print("profile (top 25 by cumulative time, worker process):")
         pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(25)
@@ -473,21 +475,24 @@ class Usage:
         wall = last[0] - first[0]
         return (last[1] - first[1]) / wall, (last[2] - first[2]) / wall
 
+    def others_cores(self, start: float, end: float) -> dict[str, float]:
+        """The cores of each of `others` found running, from `start` to `end`."""
+        first, last = self._span(start, end)
+        wall = last[0] - first[0]
+        pids = self.others.values()
+        return {
+            name: (after - before) / wall
+            for name, pid, before, after in zip(self.others, pids, first[3], last[3], strict=True)
+            if pid
+        }
+
     def between(self, start: float, end: float, events: float) -> str:
         """The processes' CPU per event and cores, and the machine's busy cores."""
         try:
             cores, busy = self.cores(start, end)
         except ValueError as exc:
             return str(exc)
-        first, last = self._span(start, end)
-        wall = last[0] - first[0]
-        others = ", ".join(
-            f"{name} {(after - before) / wall:.2f}"
-            for name, pid, before, after in zip(
-                self.others, self.others.values(), first[3], last[3], strict=True
-            )
-            if pid
-        )
+        others = ", ".join(f"{name} {x:.2f}" for name, x in self.others_cores(start, end).items())
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
             f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
@@ -576,9 +581,9 @@ async def sustained_round(
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
     print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], count * 0.8)}")
 
-    env = await app_env(args, events_topic)
-    one, one_usage, _ = await run_workers(args, env, 1, workdir, count)
-    await drop_app_topics(env)
+    one, one_usage, _ = await run_workers(
+        args, await app_env(args, events_topic), 1, workdir, count
+    )
     one_whole, one_middle = span_rates(one)
     print(
         f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
@@ -594,7 +599,6 @@ async def sustained_round(
     for workers in (1, 2):
         env = await app_env(args, None)
         stamps, usage, there = await run_workers(args, env, workers, workdir, count, late=data)
-        await drop_app_topics(env)
         low, high = middle_window(stamps)
         start = max(there, low)
         inside = sum(1 for stamp in stamps if start <= stamp <= high)
