@@ -112,7 +112,7 @@ def create_app(
         metrics=metrics,
     )
     on_changelog.target = handler.on_changelog_event
-    _guard_commits(app, store, outputs)
+    _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
@@ -209,7 +209,9 @@ def _process_events_inline(
     app.loopwatch_process = process
 
 
-def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None:
+def _guard_commits(
+    app: Any, store: TableSessionStore, outputs: Outputs, *, fetch_wait_ms: int
+) -> None:
     """Before each offset commit: the sessions' noted records to the table, then the
     outputs' flush (which covers their changelog records), so an offset is committed
     only after its event's session record and verdict are acknowledged. The records are
@@ -232,7 +234,7 @@ def _guard_commits(app: Any, store: TableSessionStore, outputs: Outputs) -> None
         await store.write_pending_in_turns()
         await outputs.flush()
 
-    guard_commits(app, before_commit)
+    guard_commits(app, before_commit, fetch_wait_ms=fetch_wait_ms)
 
 
 def _canonical_url(settings: Settings) -> dict[str, Any]:

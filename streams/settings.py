@@ -25,6 +25,9 @@ LogFormat = Literal["text", "json"]
 DAY_SECONDS = 24 * 3600
 MIB = 1024 * 1024
 MAX_LINGER_MS = 1000
+# A fetch wait is a latency added while events keep coming: beyond ~100 ms it is a
+# linger nobody wants (faust's idle long poll is 1.5 s).
+MAX_FETCH_WAIT_MS = 100
 # Kafka's own bounds are the broker's group.min/max.session.timeout.ms (6 s / 30 min by
 # default); faust requires the session timeout to stay below its 90 s request timeout.
 MIN_SESSION_TIMEOUT_MS = 1_000
@@ -97,6 +100,10 @@ class Settings(BaseModel):
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.outputs):
     more throughput for that much latency."""
+    fetch_wait_ms: StrictInt = Field(2, ge=0, le=MAX_FETCH_WAIT_MS)
+    """While events keep coming, how long the broker may hold a fetch for a few more
+    (streams.faust_ext.fetch_wait): fewer fetches per event for up to that much latency;
+    0: every fetch returns with the first record."""
     commit_interval_ms: StrictInt = Field(500, ge=100, le=60_000)
     """How often processed offsets are committed (faust's default is 2.8 s). Each commit
     writes the sessions changed since the last one and waits for every record to be
@@ -369,6 +376,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
         _choice("at_least_once", "exactly_once"),
     ),
     "output_linger_ms": ("LOOPWATCH_OUTPUT_LINGER_MS", _linger),
+    "fetch_wait_ms": ("LOOPWATCH_FETCH_WAIT_MS", _milliseconds(0, MAX_FETCH_WAIT_MS)),
     "commit_interval_ms": ("LOOPWATCH_COMMIT_INTERVAL_MS", _milliseconds(100, 60_000)),
     "worker_id": ("LOOPWATCH_WORKER_ID", _topic_name),  # Kafka allows the same characters
     "session_timeout_ms": (

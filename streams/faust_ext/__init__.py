@@ -42,6 +42,11 @@ Private APIs touched, by module:
   `._thread_started`, `QueueServiceThread.call_thread` / `.cast_thread` (overridden);
   `Consumer._new_consumer_thread` (overridden in `offset_guard`).
 * `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`.
+* `fetch_wait` (the worker's fetches wait a few ms while records keep coming): aiokafka
+  `AIOKafkaConsumer._fetcher` (its class changed in place after `start`),
+  `Fetcher._proc_fetch_request` (overridden), `._fetch_min_bytes`, `._fetch_max_wait_ms`
+  (read for each request by `_get_actions_per_node`); `AIOKafkaConsumerThread.on_start`
+  (extended in `loop_consumer`).
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").
 Import the submodules directly (`streams.faust_ext.app`, ...): this package imports

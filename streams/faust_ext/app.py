@@ -108,11 +108,16 @@ class GuardedEvent(faust.Event):
         return acked
 
 
-def guard_commits(app: Any, before_commit: Callable[[], Awaitable[None]]) -> None:
+def guard_commits(
+    app: Any, before_commit: Callable[[], Awaitable[None]], *, fetch_wait_ms: int = 0
+) -> None:
     """Give `app` the consumer of `offset_guard` (never commits past an unprocessed
-    event), which awaits `before_commit()` (the outputs' flush) before each commit.
+    event), which awaits `before_commit()` (the outputs' flush) before each commit and
+    whose fetches wait up to `fetch_wait_ms` while events keep coming (`fetch_wait`).
     Call before the worker starts (faust builds its consumer from this transport)."""
-    app.transport = GuardedTransport(app.conf.broker_consumer, app, before_commit=before_commit)
+    app.transport = GuardedTransport(
+        app.conf.broker_consumer, app, before_commit=before_commit, fetch_wait_ms=fetch_wait_ms
+    )
 
 
 def app_crasher(app: Any) -> Callable[[BaseException], None]:

@@ -29,14 +29,29 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from mode import Service
 from mode.utils.futures import maybe_async
 
+from loopwatch.streams.faust_ext.fetch_wait import adapt_fetch_wait
+
 
 class SameLoopConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):
     # The thread set `_shutdown` on its way out; with no thread there is nothing to
     # wait for.
     wait_for_shutdown = False
 
-    def __init__(self, consumer: Any, *, loop: asyncio.AbstractEventLoop, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        consumer: Any,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        fetch_wait_ms: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        """`fetch_wait_ms`: aiokafka's consumer gets the adaptive fetch wait (`fetch_wait`)."""
         super().__init__(consumer, loop=loop, thread_loop=loop, **kwargs)
+        self.fetch_wait_ms = fetch_wait_ms
+
+    async def on_start(self) -> None:
+        await super().on_start()  # creates and starts aiokafka's consumer
+        adapt_fetch_wait(self._consumer, self.fetch_wait_ms)
 
     async def start(self) -> None:
         # `ServiceThread.start` starts an OS thread to run the service: run it here.

@@ -149,7 +149,12 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
         )
 
     def _new_consumer_thread(self) -> SameLoopConsumerThread:
-        return SameLoopConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        return SameLoopConsumerThread(
+            self,
+            loop=self.loop,
+            beacon=self.beacon,
+            fetch_wait_ms=getattr(self.transport, "fetch_wait_ms", 0),
+        )
 
     def _new_offset(self, tp: Any) -> int | None:
         if missing_head(self, tp) is not None:
@@ -236,7 +241,8 @@ def _resume(coro: Coroutine[Any, Any, Any], awaiting: Any) -> Generator[Any, Any
 
 class GuardedTransport(aiokafka_driver.Transport):
     """faust's aiokafka transport with `GuardedConsumer`; `before_commit` is awaited
-    before each offset commit (`streams.faust_ext.guard_commits`)."""
+    before each offset commit (`streams.faust_ext.guard_commits`); `fetch_wait_ms`: the
+    consumer's adaptive fetch wait (`streams.faust_ext.fetch_wait`, 0: none)."""
 
     Consumer = GuardedConsumer
 
@@ -244,10 +250,12 @@ class GuardedTransport(aiokafka_driver.Transport):
         self,
         *args: Any,
         before_commit: Callable[[], Awaitable[None]] | None = None,
+        fetch_wait_ms: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.before_commit = before_commit
+        self.fetch_wait_ms = fetch_wait_ms
 
 
 def _known_gap(consumer: Any, tp: Any, start: int, end: int) -> bool:

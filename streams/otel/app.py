@@ -55,7 +55,8 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
     table.outputs = outputs
     bridge = OtelBridge(table=table, outputs=outputs, settings=settings)
     on_changelog.target = bridge.on_changelog_event
-    guard_commits(app, outputs.flush)  # records stored before each offset commit
+    # records stored before each offset commit
+    guard_commits(app, outputs.flush, fetch_wait_ms=base.fetch_wait_ms)
 
     def in_offset_order(name: str, handler: Any, topic: str) -> None:
         order = OffsetOrder(app)

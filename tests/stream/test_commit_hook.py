@@ -30,7 +30,7 @@ async def test_the_first_commit_freezes_the_start_up_objects_out_of_the_collecto
     harness: Harness, unfrozen: None
 ) -> None:
     outputs = BatchedOutputs(_unused_producer, on_failure=lambda exc: None)
-    _guard_commits(harness.app, harness.app.loopwatch_store, outputs)
+    _guard_commits(harness.app, harness.app.loopwatch_store, outputs, fetch_wait_ms=0)
     assert gc.get_freeze_count() == 0
     await harness.app.transport.before_commit()
     assert gc.get_freeze_count() > 0

@@ -39,6 +39,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.store_url == "memory://"
     assert settings.web_port == 6066
     assert settings.output_linger_ms == 10
+    assert settings.fetch_wait_ms == 2
     assert settings.commit_interval_ms == 500
     assert settings.changelog_topic == "loopwatch-sessions-changelog"
     # verdicts are read within seconds; dead letters wait for a person
@@ -67,6 +68,7 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_WEB_PORT": "8080",
             "LOOPWATCH_PROCESSING_GUARANTEE": "exactly_once",
             "LOOPWATCH_OUTPUT_LINGER_MS": "0",
+            "LOOPWATCH_FETCH_WAIT_MS": "0",
             "LOOPWATCH_WORKER_ID": "worker-3",
             "LOOPWATCH_SESSION_TIMEOUT_MS": "6000",
             "LOOPWATCH_HEARTBEAT_INTERVAL_MS": "2000",
@@ -83,6 +85,7 @@ def test_every_variable_is_read() -> None:
     assert (settings.store_url, settings.web_port) == ("rocksdb://", 8080)
     assert settings.processing_guarantee == "exactly_once"
     assert settings.output_linger_ms == 0
+    assert settings.fetch_wait_ms == 0
     assert settings.worker_id == "worker-3"
     assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (6000, 2000)
     assert settings.rebalance_timeout_ms == 30000
@@ -113,6 +116,12 @@ def test_empty_value_means_default() -> None:
         ("LOOPWATCH_WEB_PORT", "70000", "LOOPWATCH_WEB_PORT must be a port number"),
         ("LOOPWATCH_OUTPUT_LINGER_MS", "1001", "LOOPWATCH_OUTPUT_LINGER_MS must be milliseconds"),
         ("LOOPWATCH_OUTPUT_LINGER_MS", "2.5", "from 0 to 1000, got '2.5'"),
+        (
+            "LOOPWATCH_FETCH_WAIT_MS",
+            "101",
+            "LOOPWATCH_FETCH_WAIT_MS must be milliseconds from 0 to 100, got '101'",
+        ),
+        ("LOOPWATCH_FETCH_WAIT_MS", "-1", "LOOPWATCH_FETCH_WAIT_MS must be milliseconds"),
         (
             "LOOPWATCH_COMMIT_INTERVAL_MS",
             "50",
