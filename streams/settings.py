@@ -100,10 +100,10 @@ class Settings(BaseModel):
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.outputs):
     more throughput for that much latency."""
-    fetch_wait_ms: StrictInt = Field(2, ge=0, le=MAX_FETCH_WAIT_MS)
+    fetch_wait_ms: StrictInt = Field(0, ge=0, le=MAX_FETCH_WAIT_MS)
     """While events keep coming, how long the broker may hold a fetch for a few more
-    (streams.faust_ext.fetch_wait): fewer fetches per event for up to that much latency;
-    0: every fetch returns with the first record."""
+    (streams.faust_ext.fetch_wait): less CPU per event (worker and broker) for a few ms
+    more wait per model call; 0 (the default): every fetch returns with the first record."""
     commit_interval_ms: StrictInt = Field(500, ge=100, le=60_000)
     """How often processed offsets are committed (faust's default is 2.8 s). Each commit
     writes the sessions changed since the last one and waits for every record to be

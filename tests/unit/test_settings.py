@@ -39,7 +39,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.store_url == "memory://"
     assert settings.web_port == 6066
     assert settings.output_linger_ms == 10
-    assert settings.fetch_wait_ms == 2
+    assert settings.fetch_wait_ms == 0
     assert settings.commit_interval_ms == 500
     assert settings.changelog_topic == "loopwatch-sessions-changelog"
     # verdicts are read within seconds; dead letters wait for a person
@@ -68,7 +68,7 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_WEB_PORT": "8080",
             "LOOPWATCH_PROCESSING_GUARANTEE": "exactly_once",
             "LOOPWATCH_OUTPUT_LINGER_MS": "0",
-            "LOOPWATCH_FETCH_WAIT_MS": "0",
+            "LOOPWATCH_FETCH_WAIT_MS": "3",
             "LOOPWATCH_WORKER_ID": "worker-3",
             "LOOPWATCH_SESSION_TIMEOUT_MS": "6000",
             "LOOPWATCH_HEARTBEAT_INTERVAL_MS": "2000",
@@ -85,7 +85,7 @@ def test_every_variable_is_read() -> None:
     assert (settings.store_url, settings.web_port) == ("rocksdb://", 8080)
     assert settings.processing_guarantee == "exactly_once"
     assert settings.output_linger_ms == 0
-    assert settings.fetch_wait_ms == 0
+    assert settings.fetch_wait_ms == 3
     assert settings.worker_id == "worker-3"
     assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (6000, 2000)
     assert settings.rebalance_timeout_ms == 30000
