@@ -7,7 +7,7 @@ more; one after an empty fetch goes back to the long poll."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -50,11 +50,20 @@ class FetchLog:
 
         client.send = recording_send
 
-    async def wait_until(self, done: Any) -> None:
+    async def wait_until(self, done: Callable[[list[tuple[int, int]]], bool]) -> None:
         async with asyncio.timeout(DEADLINE_SECONDS):
             while not done(self.requests):
                 self._grew.clear()
                 await self._grew.wait()
+
+
+async def _produce_one(bootstrap: str, tp: TopicPartition) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(tp.topic, b"one event", partition=tp.partition)
+    finally:
+        await producer.stop()
 
 
 async def _next_values(consumer: AIOKafkaConsumer) -> list[bytes | None]:
@@ -97,12 +106,7 @@ async def test_after_a_fetch_with_records_the_next_waits_then_an_empty_one_long_
     await fetches.wait_until(lambda requests: len(requests) >= 1)
     assert fetches.requests == [idle]  # nothing fetched yet: the long poll
 
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(one_partition.topic, b"one event", partition=0)
-    finally:
-        await producer.stop()
+    await _produce_one(kafka_bootstrap, one_partition)
     assert await _next_values(consumer) == [b"one event"]
 
     # the fetch after the one that brought the record waits for more; it comes back
@@ -119,12 +123,7 @@ async def test_with_no_wait_every_fetch_long_polls(
     adapt_fetch_wait(consumer, 0)
     fetches = FetchLog(consumer)
     consumer.assign([one_partition])
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(one_partition.topic, b"one event", partition=0)
-    finally:
-        await producer.stop()
+    await _produce_one(kafka_bootstrap, one_partition)
     assert await _next_values(consumer) == [b"one event"]
     count = len(fetches.requests)
     await fetches.wait_until(lambda requests: len(requests) > count)  # the one after it
