@@ -63,9 +63,28 @@ class Load:
     agents: int
     interval: float | None
     """Seconds between two model calls of one agent (None: closed loop)."""
-    waits: list[VerdictWait] = field(default_factory=list)
+    waited: list[float] = field(default_factory=list)
+    """Each counted wait's seconds, and below its segments: floats only, not the waits
+    themselves. Keeping ~18,000 `VerdictWait`s (with their warnings) made this process's
+    full garbage collections take 25-90 ms each, stalls that every agent here waited
+    through: the closed loop's max wait was 122-147 ms with them, 54-61 ms without
+    (docs/performance.md)."""
+    segments: dict[str, list[float]] = field(default_factory=dict)
+    timeouts: int = 0
+    timelines: bool = False
     events: int = 0
     counting_since: float = 0.0
+
+    def record(self, wait: VerdictWait) -> None:
+        self.waited.append(wait.waited_seconds)
+        self.timeouts += not wait.complete
+        timeline = getattr(wait, "timeline", None)
+        if timeline is None:
+            return
+        self.timelines = True
+        for name, value in timeline.segments().items():
+            if value is not None:
+                self.segments.setdefault(name, []).append(value)
 
 
 async def agent(
@@ -86,7 +105,7 @@ async def agent(
                 counted = time.monotonic() >= load.counting_since
                 wait = await session.verdicts()
                 if counted:
-                    load.waits.append(wait)
+                    load.record(wait)
                 if step == steps or time.monotonic() >= stop:
                     break
                 if load.interval is not None:  # the model call and the tool run: pacing
@@ -138,19 +157,16 @@ def report_cpu(
 
 
 def report(load: Load, seconds: float) -> None:
-    waits = load.waits
-    timeouts = sum(not wait.complete for wait in waits)
     print(
-        f"{load.name}: {load.agents} agents, {len(waits)} waits, {timeouts} timeouts, "
+        f"{load.name}: {load.agents} agents, {len(load.waited)} waits, {load.timeouts} timeouts, "
         f"{load.events / seconds:,.0f} events/s over {seconds:.0f} s (warm-up included)"
     )
-    print(f"  wait (verdicts() call to return)   {quantiles([w.waited_seconds for w in waits])}")
-    timelines = [w.timeline for w in waits if getattr(w, "timeline", None) is not None]
-    if not timelines:
+    print(f"  wait (verdicts() call to return)   {quantiles(load.waited)}")
+    if not load.timelines:
         print("  segments: this client reports no timeline")
         return
     for name in SEGMENTS:
-        values = [v for t in timelines if (v := t.segments()[name]) is not None]
+        values = load.segments.get(name, [])
         print(f"  {name:14} {len(values):6} waits      {quantiles(values)}")
 
 
