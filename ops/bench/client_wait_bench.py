@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import statistics
@@ -196,6 +197,8 @@ async def main_async(args: argparse.Namespace) -> None:
         worker = await start_worker(settings, Path(tmp) / "worker.log", 120.0)
         try:
             print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            if args.gc_freeze:
+                print("this process freezes its start-up objects (gc.freeze()) per load")
             loads = []
             # 2 events per step, plus the user message and session_end of each session
             per_step = 2 + 2 / args.steps
@@ -210,6 +213,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 async with LoopwatchClient.from_settings(
                     settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
                 ) as client:
+                    if args.gc_freeze:  # as a runtime would, once it has started
+                        gc.freeze()
                     measured = time.time() + args.warmup
                     done, seconds = await run_load(client, load, args)
                     window = (measured, min(time.time(), measured + args.seconds))
@@ -240,6 +245,11 @@ def main() -> int:
     parser.add_argument("--closed-sessions", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="tool steps per session")
     parser.add_argument("--linger-ms", type=int, help="the worker's LOOPWATCH_OUTPUT_LINGER_MS")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() in this process once the client has started (docs/client.md)",
+    )
     args = parser.parse_args()
     print(f"client_wait_bench  {time.strftime('%Y-%m-%d %H:%M %Z')}  {machine()}")
     asyncio.run(main_async(args))
