@@ -71,19 +71,17 @@ class Load:
     through: the closed loop's max wait was 122-147 ms with them, 54-61 ms without
     (docs/performance.md)."""
     segments: dict[str, list[float]] = field(default_factory=dict)
+    """Empty when the client reported no timeline (a timeline always has `total`)."""
     timeouts: int = 0
-    timelines: bool = False
     events: int = 0
     counting_since: float = 0.0
 
     def record(self, wait: VerdictWait) -> None:
         self.waited.append(wait.waited_seconds)
         self.timeouts += not wait.complete
-        timeline = getattr(wait, "timeline", None)
-        if timeline is None:
+        if wait.timeline is None:
             return
-        self.timelines = True
-        for name, value in timeline.segments().items():
+        for name, value in wait.timeline.segments().items():
             if value is not None:
                 self.segments.setdefault(name, []).append(value)
 
@@ -163,7 +161,7 @@ def report(load: Load, seconds: float) -> None:
         f"{load.events / seconds:,.0f} events/s over {seconds:.0f} s (warm-up included)"
     )
     print(f"  wait (verdicts() call to return)   {quantiles(load.waited)}")
-    if not load.timelines:
+    if not load.segments:
         print("  segments: this client reports no timeline")
         return
     for name in SEGMENTS:
