@@ -12,7 +12,6 @@ import json
 import random
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from loopwatch.models import (
 )
 from loopwatch.streams.detector import MAX_REMEMBERED_CALLS, SessionState, observe
 from tests import reference
+from tests.shared_data import trajectory_files
 
 # Markers inside raw content: none of them may reach a snapshot or a warning message.
 RAW = "zqx"
@@ -443,15 +443,12 @@ def test_reference_known_answers_signatures() -> None:
         check_against_reference(build_session(acts), config)
 
 
-TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
-
-
 @pytest.mark.shared
 @pytest.mark.parametrize("name", ["swe-agent.events.jsonl", "tau-airline.events.jsonl"])
 def test_core_matches_history_rescan_on_real_trajectories(name: str) -> None:
-    path = TRAJECTORIES / name
-    if not path.exists():
-        pytest.skip(f"{path} not found")
+    # skips without ../shared, fails under CI=true (`trajectory_files`)
+    path = next((file for file in trajectory_files() if file.name == name), None)
+    assert path is not None, f"{name} is not among the shared trajectories"
     config = DetectionConfig()
     replays: dict[str, Any] = {}
     states: dict[str, SessionState] = {}
