@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
-from worker_bench import Usage, worker_env  # noqa: E402
+from worker_bench import Usage, machine_load, worker_env  # noqa: E402
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
@@ -144,14 +144,14 @@ def report_cpu(
     start, end = window
     try:
         per_event = worker.cpu_per_event(start, end, load.events / seconds * (end - start))
-        worker_cores, _ = worker.cores(start, end)
-        bench_cores, busy = bench.cores(start, end)
+        worker_cores, _, _ = worker.cores(start, end)
+        bench_cores, busy, steal = bench.cores(start, end)
     except ValueError as exc:
         print(f"  CPU: {exc}")
         return
     print(
         f"  CPU: worker {per_event:,.0f} us/event, {worker_cores:.2f} cores; this bench "
-        f"{bench_cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
+        f"{bench_cores:.2f} cores; {machine_load(busy, steal)}"
     )
 
 

@@ -430,7 +430,9 @@ class Usage:
     """CPU time of some processes and busy time of the whole machine, sampled every 50 ms
     (Linux /proc), so a run's figures can say whether the cores were the limit: a second
     worker cannot scale out onto a core that the first, the broker and the bench already
-    keep busy."""
+    keep busy. On a virtual machine the host may also run others on our vCPUs ("steal"):
+    that time is neither busy nor idle here, and is shown on its own, because it explains
+    runs of the same code on the same load that differ by half."""
 
     def __init__(self, pids: list[int], bootstrap: str | None = None) -> None:
         self.pids = pids
@@ -440,19 +442,21 @@ class Usage:
         self.others = (
             {"broker": local_broker_pid(bootstrap), "bench": os.getpid()} if bootstrap else {}
         )
-        self.samples: list[tuple[float, float, float, tuple[float, ...]]] = []
+        self.samples: list[tuple[float, float, float, float, tuple[float, ...]]] = []
         """(wall time, CPU seconds of the processes, busy CPU seconds of the machine,
-        CPU seconds of each of `others`)"""
+        CPU seconds the host took from its vCPUs, CPU seconds of each of `others`)"""
 
     async def sample(self) -> None:
         tick = os.sysconf("SC_CLK_TCK")
         while True:
             processes = sum(cpu_ticks(pid) for pid in self.pids)
             others = tuple(cpu_ticks(pid) / tick for pid in self.others.values())
-            # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal ...
-            cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-            busy = sum(cpu) - cpu[3] - cpu[4]
-            self.samples.append((time.time(), processes / tick, busy / tick, others))
+            # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal (then
+            # guest and guest_nice, already counted in user and nice)
+            cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+            busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6]
+            sample = (time.time(), processes / tick, busy / tick, cpu[7] / tick, others)
+            self.samples.append(sample)
             await asyncio.sleep(0.05)  # sampling CPU counters, not a test
 
     def _span(self, start: float, end: float) -> tuple[Any, Any]:
@@ -469,11 +473,16 @@ class Usage:
         share = events * (last[0] - first[0]) / max(1e-9, end - start)
         return (last[1] - first[1]) / max(1.0, share) * 1e6
 
-    def cores(self, start: float, end: float) -> tuple[float, float]:
-        """(the processes' cores, the machine's busy cores) from `start` to `end`."""
+    def cores(self, start: float, end: float) -> tuple[float, float, float]:
+        """(the processes' cores, the machine's busy cores, the cores the host took) from
+        `start` to `end`."""
         first, last = self._span(start, end)
         wall = last[0] - first[0]
-        return (last[1] - first[1]) / wall, (last[2] - first[2]) / wall
+        return (
+            (last[1] - first[1]) / wall,
+            (last[2] - first[2]) / wall,
+            (last[3] - first[3]) / wall,
+        )
 
     def others_cores(self, start: float, end: float) -> dict[str, float]:
         """The cores of each of `others` found running, from `start` to `end`."""
@@ -482,22 +491,26 @@ class Usage:
         pids = self.others.values()
         return {
             name: (after - before) / wall
-            for name, pid, before, after in zip(self.others, pids, first[3], last[3], strict=True)
+            for name, pid, before, after in zip(self.others, pids, first[4], last[4], strict=True)
             if pid
         }
 
     def between(self, start: float, end: float, events: float) -> str:
         """The processes' CPU per event and cores, and the machine's busy cores."""
         try:
-            cores, busy = self.cores(start, end)
+            cores, busy, steal = self.cores(start, end)
         except ValueError as exc:
             return str(exc)
         others = ", ".join(f"{name} {x:.2f}" for name, x in self.others_cores(start, end).items())
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
-            f"{cores:.2f} cores; machine busy {busy:.2f} of {os.cpu_count()} cores"
-            + (f" ({others})" if others else "")
+            f"{cores:.2f} cores; {machine_load(busy, steal)}" + (f" ({others})" if others else "")
         )
+
+
+def machine_load(busy: float, steal: float) -> str:
+    """The machine's busy cores, and those the host took (steal), for a figure's line."""
+    return f"machine busy {busy:.2f} of {os.cpu_count()} cores, host steal {steal:.2f}"
 
 
 def cpu_ticks(pid: int) -> int:
