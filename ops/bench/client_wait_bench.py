@@ -22,8 +22,10 @@ went for each answered wait (`VerdictWait.timeline`): publish ack, publish to ev
 linger (evaluation to the verdict's batch), to receipt (batch to this client's reader), to
 return (reader to the caller), and publish to return. Then the CPU over the measured
 seconds: the worker's per event and in cores, this bench process's cores (the simulated
-agents and the client), and the machine's busy cores: with the broker on the same 2-core
-machine, a tail is often a queue for a core. Benchmarks print; tests never time.
+agents and the client), the machine's busy cores, and the cores the host took from this
+virtual machine (steal): with the broker on the same 2-core machine, a tail is often a
+queue for a core, and steal decides most of the run-to-run spread (docs/performance.md).
+Benchmarks print; tests never time.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@
   start, the first worker to join took every partition and processed alone for a while,
   and in some runs had done the partitions it then kept: 0.92-1.00x "scale-out" on one
   core. Over each window: the CPU per event and cores of the agent or workers, how many
-  of the machine's cores were busy (/proc/stat), and the cores of the local broker and
-  of the bench: whether the cores, not the code, were the limit. `--repeat N` runs it
+  of the machine's cores were busy and how many the host took (steal, /proc/stat), and
+  the cores of the local broker and of the bench: whether the cores, not the code, were
+  the limit. `--repeat N` runs it
   all N times, alternately, and prints the medians.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
