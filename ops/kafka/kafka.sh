@@ -170,9 +170,14 @@ choose others with --port/--controller-port (KAFKA_PORT/KAFKA_CONTROLLER_PORT)"
     # caller does not reach it; it is stopped by `down`, by its PID.
     set -m
     jvm_flags
+    # The GC log as Kafka's own start script writes it: the broker's pauses stall every
+    # client on a shared machine, and a latency tail is read against it
+    # (docs/performance.md, "The host's steal and the broker's collections").
+    local gc_log=(-Xlog:"gc*:file=$LOGS/kafkaServer-gc.log:time,tags:filecount=10,filesize=100M")
     # shellcheck disable=SC2086  # KAFKA_HEAP_OPTS holds several JVM flags
-    nohup "$JAVA" ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:MaxGCPauseMillis=20 "${JVM_FLAGS[@]}" \
-        kafka.Kafka "$DATA/server.properties" </dev/null >>"$LOGS/kafka.out" 2>&1 9>&- &
+    nohup "$JAVA" ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:MaxGCPauseMillis=20 "${gc_log[@]}" \
+        "${JVM_FLAGS[@]}" kafka.Kafka "$DATA/server.properties" </dev/null \
+        >>"$LOGS/kafka.out" 2>&1 9>&- &
     pid=$!
     set +m
     echo "$pid" >"$PID_FILE"
