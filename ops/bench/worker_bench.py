@@ -17,8 +17,7 @@
   core. Over each window: the CPU per event and cores of the agent or workers, how many
   of the machine's cores were busy and how many the host took (steal, /proc/stat), and
   the cores of the local broker and of the bench: whether the cores, not the code, were
-  the limit. `--repeat N` runs it
-  all N times, alternately, and prints the medians.
+  the limit. `--repeat N` runs it all N times, alternately, and prints the medians.
 * latency: a fresh worker, events produced at `--rate` per second for `--seconds`;
   latency = when a verdict reader got the verdict - the event record's timestamp (same
   host clock); p50/p99 over the paced events, after a 2 s warm-up at 100 events/s.
@@ -497,7 +496,8 @@ class Usage:
         }
 
     def between(self, start: float, end: float, events: float) -> str:
-        """The processes' CPU per event and cores, and the machine's busy cores."""
+        """The processes' CPU per event and cores, the machine's busy cores and the
+        host's steal."""
         try:
             cores, busy, steal = self.cores(start, end)
         except ValueError as exc:
