@@ -24,7 +24,9 @@ return (reader to the caller), and publish to return. Then the CPU over the meas
 seconds: the worker's per event and in cores, this bench process's cores (the simulated
 agents and the client), the machine's busy cores, and the cores the host took from this
 virtual machine (steal): with the broker on the same 2-core machine, a tail is often a
-queue for a core, and steal decides most of the run-to-run spread (docs/performance.md).
+queue for a core, and steal decides most of the run-to-run spread (docs/performance.md);
+and the local broker's GC pauses in those seconds, from the log `ops/kafka/kafka.sh` has
+it write.
 Benchmarks print; tests never time.
 """
 
@@ -47,7 +49,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
-from worker_bench import Usage, machine_load, worker_env  # noqa: E402
+from worker_bench import Usage, broker_pauses, machine_load, worker_env  # noqa: E402
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
@@ -222,6 +224,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     sampler.cancel()
                 report(done, seconds)
                 report_cpu(done, seconds, worker_cpu, bench_cpu, window)
+                if pauses := broker_pauses(args.bootstrap, *window):
+                    print(f"  {pauses}")
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finally:
             code = await asyncio.to_thread(worker.stop)

@@ -43,6 +43,7 @@ import json
 import multiprocessing
 import os
 import pstats
+import re
 import signal
 import statistics
 import subprocess
@@ -51,6 +52,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -436,6 +438,7 @@ class Usage:
 
     def __init__(self, pids: list[int], bootstrap: str | None = None) -> None:
         self.pids = pids
+        self.bootstrap = bootstrap
         # With `bootstrap`, beside the measured processes: the local broker (when
         # `ops/kafka/kafka.sh` runs it) and this bench, whose verdict reader also costs the
         # broker and the cores (`between` shows them).
@@ -497,15 +500,18 @@ class Usage:
 
     def between(self, start: float, end: float, events: float) -> str:
         """The processes' CPU per event and cores, the machine's busy cores and the
-        host's steal."""
+        host's steal (and with `bootstrap`, the local broker's cores and GC pauses)."""
         try:
             cores, busy, steal = self.cores(start, end)
         except ValueError as exc:
             return str(exc)
         others = ", ".join(f"{name} {x:.2f}" for name, x in self.others_cores(start, end).items())
+        pauses = broker_pauses(self.bootstrap, start, end) if self.bootstrap else ""
         return (
             f"CPU {self.cpu_per_event(start, end, events):,.0f} us/event, "
-            f"{cores:.2f} cores; {machine_load(busy, steal)}" + (f" ({others})" if others else "")
+            f"{cores:.2f} cores; {machine_load(busy, steal)}"
+            + (f" ({others})" if others else "")
+            + (f"; {pauses}" if pauses else "")
         )
 
 
@@ -525,13 +531,44 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def local_broker_dir(bootstrap: str) -> Path:
+    """The data directory `ops/kafka/kafka.sh` gives a broker on the port of `bootstrap`."""
+    port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)[-1]
+    cache = Path(os.environ.get("LOOPWATCH_KAFKA_CACHE", REPO / ".cache" / "kafka"))
+    return cache / f"broker-{port}"
+
+
+# a pause's line in the GC log kafka.sh has the broker write (decorations: time, tags)
+GC_PAUSE = re.compile(r"^\[([^\]]+)\]\[gc\s*\] GC\(\d+\) Pause .* ([\d.]+)ms$")
+
+
+def broker_pauses(bootstrap: str, start: float, end: float) -> str:
+    """The local broker's GC pauses that ended from `start` to `end` (wall times), from
+    its GC log: each stops every request, so a latency tail is read against them. Empty
+    when there is no such log (another broker)."""
+    try:
+        lines = (local_broker_dir(bootstrap) / "logs" / "kafkaServer-gc.log").read_text()
+    except OSError:
+        return ""
+    pauses = []
+    for line in lines.splitlines():
+        match = GC_PAUSE.match(line)
+        if match is None:
+            continue
+        at = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        if start <= at <= end:
+            pauses.append(float(match[2]))
+    if not pauses:
+        return "broker GC: no pause"
+    count = f"{len(pauses)} pause{'s' if len(pauses) > 1 else ''}"
+    return f"broker GC: {count}, {sum(pauses):.0f} ms, max {max(pauses):.1f} ms"
+
+
 def local_broker_pid(bootstrap: str) -> int:
     """The pid of the broker `ops/kafka/kafka.sh` runs on this host for the port of
     `bootstrap`, or 0 (another broker: its CPU is not shown)."""
-    port = bootstrap.split(",", maxsplit=1)[0]
-    cache = Path(os.environ.get("LOOPWATCH_KAFKA_CACHE", REPO / ".cache" / "kafka"))
     try:
-        pid = int((cache / f"broker-{port.rsplit(':', 1)[-1]}" / "kafka.pid").read_text())
+        pid = int((local_broker_dir(bootstrap) / "kafka.pid").read_text())
         alive = b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return 0
