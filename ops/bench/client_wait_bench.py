@@ -26,8 +26,7 @@ agents and the client), the machine's busy cores, and the cores the host took fr
 virtual machine (steal): with the broker on the same 2-core machine, a tail is often a
 queue for a core, and steal decides most of the run-to-run spread (docs/performance.md);
 and the local broker's GC pauses in those seconds, from the log `ops/kafka/kafka.sh` has
-it write.
-Benchmarks print; tests never time.
+it write. Benchmarks print; tests never time.
 """
 
 from __future__ import annotations
