@@ -18,13 +18,11 @@ from typing import Any
 
 from loopwatch.models import (
     AgentEvent,
-    AssistantMessage,
     EpisodeOutcome,
     LoopEpisode,
     LoopWarning,
     RuleName,
     SessionEnd,
-    ToolResult,
 )
 
 MAX_PENDING_CALLS = 64
@@ -126,7 +124,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     Every assistant message replaces the set (a text step empties it: nothing to await);
     a tool result removes its call id when the step awaits it. Boundaries leave it alone.
     """
-    if isinstance(event, ToolResult):
+    if event.type == "tool_result":  # (the discriminator: cheaper than isinstance)
         if pending:
             answered = call_id_checksum(event.call_id)
             if answered in pending:
@@ -138,7 +136,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
                 )
                 return rest, not rest
         return pending, False
-    if isinstance(event, AssistantMessage):
+    if event.type == "assistant_message":
         calls = event.tool_calls
         if len(calls) == 1:
             return (call_id_checksum(calls[0].id),), False
