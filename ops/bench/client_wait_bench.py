@@ -17,7 +17,8 @@ Tool calls repeat now and then, so warnings happen.
 * closed: `--closed-sessions` agents, each stepping again as soon as its wait returns.
 
 Waits during the first `--warmup` seconds are not counted. Printed per load: the wait
-(`verdicts()` call to return) p50/p90/p99/max, timeouts, events/s, and where the time
+(`verdicts()` call to return) p50/p90/p99/max, timeouts, events/s, the p99 of each
+second (median, best and worst: one stall is one bad second), and where the time
 went for each answered wait (`VerdictWait.timeline`): publish ack, publish to evaluation,
 linger (evaluation to the verdict's batch), to receipt (batch to this client's reader), to
 return (reader to the caller), and publish to return. Then the CPU over the measured
@@ -75,12 +76,16 @@ class Load:
     (docs/performance.md)."""
     segments: dict[str, list[float]] = field(default_factory=dict)
     """Empty when the client reported no timeline (a timeline always has `total`)."""
+    returned: list[float] = field(default_factory=list)
+    """When each counted wait returned (monotonic seconds), for the windows' p99."""
     timeouts: int = 0
     events: int = 0
     counting_since: float = 0.0
+    counting_until: float = 0.0
 
     def record(self, wait: VerdictWait) -> None:
         self.waited.append(wait.waited_seconds)
+        self.returned.append(time.monotonic())
         self.timeouts += not wait.complete
         if wait.timeline is None:
             return
@@ -139,6 +144,24 @@ def quantiles(values: list[float]) -> str:
     )
 
 
+WINDOW_SECONDS = 1.0
+
+
+def window_p99s(load: Load) -> list[float]:
+    """The wait p99 of each whole `WINDOW_SECONDS` of the measured time (by when the waits
+    returned): one stall shows as one bad window, a slow run as all of them."""
+    by_window: dict[int, list[float]] = {}
+    for waited, returned in zip(load.waited, load.returned, strict=True):
+        index = int((returned - load.counting_since) // WINDOW_SECONDS)
+        by_window.setdefault(index, []).append(waited)
+    whole = int((load.counting_until - load.counting_since) // WINDOW_SECONDS)
+    return [
+        statistics.quantiles(values, n=100)[98]
+        for index, values in sorted(by_window.items())
+        if index < whole and len(values) >= 2  # not the waits that ended after the stop
+    ]
+
+
 def report_cpu(
     load: Load, seconds: float, worker: Usage, bench: Usage, window: tuple[float, float]
 ) -> None:
@@ -164,6 +187,13 @@ def report(load: Load, seconds: float) -> None:
         f"{load.events / seconds:,.0f} events/s over {seconds:.0f} s (warm-up included)"
     )
     print(f"  wait (verdicts() call to return)   {quantiles(load.waited)}")
+    if windows := window_p99s(load):
+        middle = statistics.median(windows)
+        print(
+            f"  p99 of each {WINDOW_SECONDS:.0f} s window: median {middle * 1000:.1f}, best "
+            f"{min(windows) * 1000:.1f}, worst {max(windows) * 1000:.1f} ms "
+            f"({len(windows)} windows; {sum(w <= middle for w in windows)} at or below the median)"
+        )
     if not load.segments:
         print("  segments: this client reports no timeline")
         return
@@ -177,7 +207,7 @@ async def run_load(
 ) -> tuple[Load, float]:
     start = time.monotonic()
     load.counting_since = start + args.warmup
-    stop = load.counting_since + args.seconds
+    stop = load.counting_until = load.counting_since + args.seconds
     await asyncio.gather(
         *(
             agent(client, load, i, steps=args.steps, start=start, stop=stop)
