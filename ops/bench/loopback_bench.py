@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         conn.sendall(message)
         received = 0
         while received < args.bytes:
-            received += len(conn.recv(65536))
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise SystemExit("loopback_bench: the echoing process went away")
+            received += len(chunk)
     wall = time.perf_counter() - wall
     cpu = time.process_time() - cpu
     stolen = (steal_ticks() - steal) / os.sysconf("SC_CLK_TCK") / wall

@@ -268,7 +268,8 @@ def scan_lines(
         except Exception as exc:
             _skip(scanner, name, number, f"internal: {type(exc).__name__}")
             continue
-        write(encoded)
+        if encoded:
+            write(encoded)
         if progress and number % _PROGRESS_EVERY == 0:
             rate = number / max(time.monotonic() - started, 1e-9)
             print(f"\r  {number:,} lines, {rate:,.0f}/s", end="", file=sys.stderr, flush=True)
