@@ -82,6 +82,7 @@ def create_app(
         dead_letters=settings.dlq_topic,
         episodes=settings.episodes_topic,
         partitions=settings.partitions,
+        verdict_partitions=settings.verdict_partitions,
     )
     expiry = ExpiryIndex(
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),

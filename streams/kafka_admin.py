@@ -69,7 +69,13 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             {"cleanup.policy": "compact"},
             must_match_partitions=True,
         ),
-        TopicSpec(settings.verdicts_topic, n, rf, _retention(settings.verdicts_retention_seconds)),
+        # read whole by every runtime's client: few partitions (Settings.verdict_partitions)
+        TopicSpec(
+            settings.verdicts_topic,
+            settings.verdict_partitions,
+            rf,
+            _retention(settings.verdicts_retention_seconds),
+        ),
         TopicSpec(settings.warnings_topic, n, rf, _retention(settings.warnings_retention_seconds)),
         TopicSpec(settings.dlq_topic, n, rf, _retention(settings.dlq_retention_seconds)),
         # retained, not compacted: an episode is an event to count over time, and its

@@ -56,7 +56,14 @@ class Settings(BaseModel):
     episodes_topic: str = "loop-episodes"
     """One record per closed loop episode (docs/contract.md §8)."""
     partitions: StrictInt = Field(12, ge=1)
-    """Partitions of the events topic and of the table's changelog (they must match)."""
+    """Partitions of the events topic and of the table's changelog (they must match), and
+    of the warnings, dead-letter and episodes topics."""
+    verdict_partitions: StrictInt = Field(3, ge=1)
+    """Partitions of the verdicts topic. Every runtime's client reads all of them (it holds
+    every partition, so sessions come and go without a fetch abandoned), so they buy its
+    readers nothing, and each costs every reader and every worker a record batch of its own
+    per request: fewer gave a shorter wait per model call (docs/performance.md,
+    "Verdict partitions"). Verdicts stay in order per session at any count."""
     replication_factor: StrictInt = Field(1, ge=1)
     events_retention_seconds: StrictInt = Field(7 * DAY_SECONDS, ge=-1)
     """-1 keeps records for ever (Kafka's retention.ms=-1)."""
@@ -349,6 +356,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", _topic_name),
     "episodes_topic": ("LOOPWATCH_EPISODES_TOPIC", _topic_name),
     "partitions": ("LOOPWATCH_PARTITIONS", _integer(1)),
+    "verdict_partitions": ("LOOPWATCH_VERDICT_PARTITIONS", _integer(1)),
     "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", _integer(1)),
     "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", _integer(1, (-1,))),
     "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", _integer(1, (-1,))),

@@ -76,7 +76,8 @@ def group_id(unique_name: UniqueNames) -> str:
 
 @pytest.fixture
 def kafka_settings(kafka_bootstrap: str, unique_name: UniqueNames) -> Settings:
-    """Settings whose app id and topics belong to this test alone (3 partitions)."""
+    """Settings whose app id and topics belong to this test alone (3 partitions; 2 for the
+    verdicts topic, so every test runs with the two counts apart, as deployed)."""
     return Settings.from_env(
         {
             "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
@@ -88,6 +89,7 @@ def kafka_settings(kafka_bootstrap: str, unique_name: UniqueNames) -> Settings:
             "LOOPWATCH_EPISODES_TOPIC": unique_name("episodes"),
             "LOOPWATCH_CONFIG_TOPIC": unique_name("config"),
             "LOOPWATCH_PARTITIONS": "3",
+            "LOOPWATCH_VERDICT_PARTITIONS": "2",
         }
     )
 

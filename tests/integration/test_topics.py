@@ -25,8 +25,11 @@ def all_topics(settings: Settings) -> list[str]:
 
 
 def partitions(settings: Settings) -> dict[str, int]:
-    """3 partitions each (the fixture's setting), but the one of the policy topic."""
-    return {name: 1 if name == settings.config_topic else 3 for name in all_topics(settings)}
+    """The fixture's 3 partitions each, but 2 for the verdicts topic and 1 for the
+    policy topic."""
+    assert (settings.partitions, settings.verdict_partitions) == (3, 2)
+    special = {settings.verdicts_topic: 2, settings.config_topic: 1}
+    return {name: special.get(name, 3) for name in all_topics(settings)}
 
 
 async def topic_config(admin: AIOKafkaAdminClient, topic: str, key: str) -> str:

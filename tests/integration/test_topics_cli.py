@@ -33,6 +33,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "LOOPWATCH_EPISODES_TOPIC": settings.episodes_topic,
         "LOOPWATCH_CONFIG_TOPIC": settings.config_topic,
         "LOOPWATCH_PARTITIONS": str(settings.partitions),
+        "LOOPWATCH_VERDICT_PARTITIONS": str(settings.verdict_partitions),
     }
 
 
@@ -45,6 +46,7 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
 
     assert first.returncode == 0, first.stderr
     assert f"created {kafka_settings.events_topic} (3 partitions" in first.stdout
+    assert f"created {kafka_settings.verdicts_topic} (2 partitions" in first.stdout
     assert f"created {kafka_settings.changelog_topic} (3 partitions; cleanup.policy=compact)" in (
         first.stdout
     )

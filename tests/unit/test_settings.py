@@ -33,6 +33,7 @@ def test_defaults_when_nothing_is_set() -> None:
         settings.dlq_topic,
     ) == ("agent-events", "loop-verdicts", "loop-warnings", "agent-events-dlq")
     assert settings.partitions == 12
+    assert settings.verdict_partitions == 3  # read whole by every runtime: few
     assert settings.detection == DetectionConfig(threshold=3, mutating_failure_threshold=2)
     assert settings.session_ttl_seconds == 86400
     assert settings.max_event_bytes == 1024 * 1024
@@ -57,6 +58,7 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_WARNINGS_TOPIC": "wn",
             "LOOPWATCH_DLQ_TOPIC": "dl",
             "LOOPWATCH_PARTITIONS": "24",
+            "LOOPWATCH_VERDICT_PARTITIONS": "6",
             "LOOPWATCH_REPLICATION_FACTOR": "3",
             "LOOPWATCH_THRESHOLD": "5",
             "LOOPWATCH_MUTATING_FAILURE_THRESHOLD": "4",
@@ -78,6 +80,7 @@ def test_every_variable_is_read() -> None:
     assert settings.bootstrap_servers == "k1:9092,k2:19092"
     assert settings.changelog_topic == "lw-prod-sessions-changelog"
     assert (settings.partitions, settings.replication_factor) == (24, 3)
+    assert settings.verdict_partitions == 6
     assert settings.detection == DetectionConfig(threshold=5, mutating_failure_threshold=4)
     assert settings.verdicts_retention_seconds == 3600
     assert settings.dlq_retention_seconds == -1
@@ -100,6 +103,11 @@ def test_empty_value_means_default() -> None:
     [
         ("LOOPWATCH_PARTITIONS", "abc", "LOOPWATCH_PARTITIONS must be an integer >= 1, got 'abc'"),
         ("LOOPWATCH_PARTITIONS", "0", "LOOPWATCH_PARTITIONS must be an integer >= 1, got '0'"),
+        (
+            "LOOPWATCH_VERDICT_PARTITIONS",
+            "0",
+            "LOOPWATCH_VERDICT_PARTITIONS must be an integer >= 1, got '0'",
+        ),
         ("LOOPWATCH_THRESHOLD", "true", "LOOPWATCH_THRESHOLD must be an integer >= 1, got 'true'"),
         ("LOOPWATCH_THRESHOLD", "2.0", "LOOPWATCH_THRESHOLD must be an integer >= 1, got '2.0'"),
         ("LOOPWATCH_THRESHOLD", "-3", "LOOPWATCH_THRESHOLD must be an integer >= 1, got '-3'"),
