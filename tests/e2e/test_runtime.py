@@ -96,13 +96,13 @@ async def test_the_verdict_wait_returns_as_soon_as_the_verdict_arrives(
         # far below the timeout: it returned on the verdict, not on the deadline
         assert wait.complete and wait.through_seq == seq and wait.waited_seconds < 60.0
         # every verdict partition is held from the start; sessions only register
-        assert client.reader.assigned_partitions == set(range(e2e_settings.partitions))
+        assert client.reader.assigned_partitions == set(range(e2e_settings.verdict_partitions))
         assert client.reader.watched_sessions == 1
         timeline = wait.timeline
         assert timeline is not None
         assert timeline.published_at <= timeline.received_at <= timeline.returned_at
         await session.end()
-        assert client.reader.assigned_partitions == set(range(e2e_settings.partitions))
+        assert client.reader.assigned_partitions == set(range(e2e_settings.verdict_partitions))
         assert client.reader.watched_sessions == 0
 
 
