@@ -242,7 +242,7 @@ def scan_lines(
     stderr, counted in `scanner.stats.invalid` and skipped."""
     progress = sys.stderr.isatty()
     started = time.monotonic()
-    process, write = scanner.process, out.write
+    write = out.write
     for number, line in enumerate(source, start=1):
         try:
             event = decode_event(line)
@@ -256,16 +256,10 @@ def scan_lines(
             )
             _skip(scanner, name, number, f"{exc}{hint}")
             continue
-        # One event per line: `_write`'s work inlined, as this loop runs once per event.
+        # One event per line: no list and join as `_write` makes for a conversation.
         try:
-            verdict = process(event)
-            if episodes:
-                encoded = b"".join(e.to_json() + b"\n" for e in scanner.closed_episodes)
-            elif verdict is not None and (verdict.warning is not None or not warnings_only):
-                encoded = verdict.to_json() + b"\n"
-            else:
-                encoded = b""
-        except Exception as exc:
+            encoded = _encoded(scanner, event, warnings_only, episodes)
+        except Exception as exc:  # reported for its line, as `_write` does; the scan goes on
             _skip(scanner, name, number, f"internal: {type(exc).__name__}")
             continue
         if encoded:
@@ -318,17 +312,22 @@ def _write(
 ) -> None:
     # A detector or encoding failure is reported for its line; the scan goes on.
     try:
-        encoded = []
-        for event in events:
-            verdict = scanner.process(event)
-            if episodes:
-                encoded += [e.to_json() + b"\n" for e in scanner.closed_episodes]
-            elif verdict is not None and (verdict.warning is not None or not warnings_only):
-                encoded.append(verdict.to_json() + b"\n")
+        encoded = [_encoded(scanner, event, warnings_only, episodes) for event in events]
     except Exception as exc:
         _skip(scanner, *where, f"internal: {type(exc).__name__}")
         return
     out.write(b"".join(encoded))
+
+
+def _encoded(scanner: Scanner, event: AgentEvent, warnings_only: bool, episodes: bool) -> bytes:
+    """The output lines of one event: its verdict (none for a duplicate, or without a
+    warning under `warnings_only`), or with `episodes` the loop episodes it closed."""
+    verdict = scanner.process(event)
+    if episodes:
+        return b"".join(episode.to_json() + b"\n" for episode in scanner.closed_episodes)
+    if verdict is not None and (verdict.warning is not None or not warnings_only):
+        return verdict.to_json() + b"\n"
+    return b""
 
 
 def _skip(scanner: Scanner, name: str, number: int, reason: str) -> None:
