@@ -30,25 +30,23 @@ def declare_topics(
     dead_letters: str,
     episodes: str,
     partitions: int,
-    verdict_partitions: int | None = None,
+    verdict_partitions: int,
 ) -> Topics:
-    """`verdict_partitions`: the verdicts topic's count (None: `partitions`)."""
-
-    def raw(name: str, **options: Any) -> Any:
-        options.setdefault("partitions", partitions)
+    def raw(name: str, count: int = partitions, **options: Any) -> Any:
         return app.topic(
             name,
             key_type=bytes,
             value_type=bytes,
             key_serializer="raw",
             value_serializer="raw",
+            partitions=count,
             **options,
         )
 
     # allow_empty: a null-value record must reach the agent (and the DLQ), not vanish.
     return Topics(
         events=raw(events, allow_empty=True),
-        verdicts=raw(verdicts, partitions=verdict_partitions or partitions),
+        verdicts=raw(verdicts, verdict_partitions),
         warnings=raw(warnings),
         dead_letters=raw(dead_letters),
         episodes=raw(episodes),
