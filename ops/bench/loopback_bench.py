@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
+from worker_bench import machine_ticks  # noqa: E402
 
 
 def echo(port: int) -> None:
@@ -32,11 +33,6 @@ def echo(port: int) -> None:
     while data := conn.recv(65536):
         conn.sendall(data)
     os._exit(0)
-
-
-def steal_ticks() -> int:
-    with open("/proc/stat") as stat:
-        return int(stat.readline().split()[8])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(1_000):  # warm-up
         conn.sendall(message)
         conn.recv(65536)
-    steal, cpu, wall = steal_ticks(), time.process_time(), time.perf_counter()
+    steal, cpu, wall = machine_ticks()[1], time.process_time(), time.perf_counter()
     for _ in range(args.round_trips):
         conn.sendall(message)
         received = 0
@@ -67,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             received += len(chunk)
     wall = time.perf_counter() - wall
     cpu = time.process_time() - cpu
-    stolen = (steal_ticks() - steal) / os.sysconf("SC_CLK_TCK") / wall
+    stolen = (machine_ticks()[1] - steal) / os.sysconf("SC_CLK_TCK") / wall
     conn.close()
     os.waitpid(child, 0)
     n = args.round_trips

@@ -454,11 +454,8 @@ class Usage:
         while True:
             processes = sum(cpu_ticks(pid) for pid in self.pids)
             others = tuple(cpu_ticks(pid) / tick for pid in self.others.values())
-            # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal (then
-            # guest and guest_nice, already counted in user and nice)
-            cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-            busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6]
-            sample = (time.time(), processes / tick, busy / tick, cpu[7] / tick, others)
+            busy, steal = machine_ticks()
+            sample = (time.time(), processes / tick, busy / tick, steal / tick, others)
             self.samples.append(sample)
             await asyncio.sleep(0.05)  # sampling CPU counters, not a test
 
@@ -518,6 +515,14 @@ class Usage:
 def machine_load(busy: float, steal: float) -> str:
     """The machine's busy cores, and those the host took (steal), for a figure's line."""
     return f"machine busy {busy:.2f} of {os.cpu_count()} cores, host steal {steal:.2f}"
+
+
+def machine_ticks() -> tuple[int, int]:
+    """The machine's busy CPU ticks since boot, and those the host took (steal)."""
+    # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal (then guest
+    # and guest_nice, already counted in user and nice)
+    cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6], cpu[7]
 
 
 def cpu_ticks(pid: int) -> int:
