@@ -106,11 +106,11 @@ class Settings(BaseModel):
     data_dir: str = "loopwatch-data"
     processing_guarantee: ProcessingGuarantee = "at_least_once"
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
-    """How long a verdict or changelog record may wait to share a batch (streams.outputs):
+    """How long a verdict or changelog record may wait to share a batch (streams.kafka.outputs):
     more throughput for that much latency."""
     fetch_wait_ms: StrictInt = Field(0, ge=0, le=MAX_FETCH_WAIT_MS)
     """While events keep coming, how long the broker may hold a fetch for a few more
-    (streams.faust_ext.fetch_wait): less CPU per event (worker and broker) for a few ms
+    (streams.kafka.faust_ext.fetch_wait): less CPU per event (worker and broker) for a few ms
     more wait per model call; 0 (the default): every fetch returns with the first record."""
     commit_interval_ms: StrictInt = Field(500, ge=100, le=60_000)
     """How often processed offsets are committed (faust's default is 2.8 s). Each commit
@@ -133,7 +133,7 @@ class Settings(BaseModel):
     )
     """How long a rebalance waits for the live workers to rejoin."""
     log_format: LogFormat = "text"
-    """`json`: one JSON object per log line (streams.log_format)."""
+    """`json`: one JSON object per log line (streams.worker.log_format)."""
     web_host: str = "127.0.0.1"
     web_port: StrictInt = Field(6066, ge=1, le=65535)
     security_protocol: SecurityProtocol = "PLAINTEXT"

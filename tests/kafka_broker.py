@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import pytest
 
-from loopwatch.streams.kafka_admin import BrokerUnreachable, wait_for_broker
+from loopwatch.streams.kafka.admin import BrokerUnreachable, wait_for_broker
 from loopwatch.streams.settings import Settings, SettingsError
 
 REPO = Path(__file__).resolve().parents[1]

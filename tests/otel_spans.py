@@ -25,7 +25,7 @@ from loopwatch.models import AgentEvent, DetectionConfig
 from loopwatch.streams.otel.mapping import Unrecorded, to_record
 from loopwatch.streams.otel.ordering import BridgeSession, admit, release
 from loopwatch.streams.otel.spans import Encoding, decode_spans
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from tests.builders import SessionBuilder
 
 Style = Literal["sibling", "child"]

@@ -53,7 +53,7 @@ from worker_bench import Usage, broker_pauses, machine_load, worker_env  # noqa:
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402
-from loopwatch.streams.kafka_admin import create_topics, delete_topics  # noqa: E402
+from loopwatch.streams.kafka.admin import create_topics, delete_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
 VERDICT_TIMEOUT = 5.0

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_bench import machine  # noqa: E402
 from worker_bench import worker_env  # noqa: E402
 
-from loopwatch.streams.kafka_admin import create_topics  # noqa: E402
+from loopwatch.streams.kafka.admin import create_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
 SETTLE_SECONDS = 5.0

@@ -158,10 +158,10 @@ def _pipeline(repo: Path) -> dict[str, Any]:
     names = ("models", "processing", "session_store", "expiry", "session_record")
     paths = (
         "loopwatch.models",
-        "loopwatch.streams.processing",
-        "loopwatch.streams.session_store",
-        "loopwatch.streams.expiry",
-        "loopwatch.streams.session_record",
+        "loopwatch.streams.worker.pipeline",
+        "loopwatch.streams.worker.store",
+        "loopwatch.streams.kafka.expiry",
+        "loopwatch.streams.worker.record",
     )
     modules = {name: importlib.import_module(path) for name, path in zip(names, paths, strict=True)}
     for module in modules.values():

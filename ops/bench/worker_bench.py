@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synth import generate  # noqa: E402
 
-from loopwatch.streams.kafka_admin import create_topics, delete_topics  # noqa: E402
+from loopwatch.streams.kafka.admin import create_topics, delete_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
 PREFIXES: list[str] = []

@@ -12,7 +12,7 @@ from typing import Any
 from loopwatch.streams.commands.options import port
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
 from loopwatch.streams.fleetview.server import DashboardError, start_dashboard
-from loopwatch.streams.kafka_admin import BrokerUnreachable
+from loopwatch.streams.kafka.admin import BrokerUnreachable
 from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
 DEFAULT_PORT = 8050

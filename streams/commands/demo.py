@@ -25,14 +25,14 @@ from loopwatch.streams.demo.broker import Broker, BrokerError, ensure_broker
 from loopwatch.streams.demo.fleet import Fleet, FleetSummary
 from loopwatch.streams.demo.naming import demo_names, new_run_prefix
 from loopwatch.streams.demo.page import DemoPage
+from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess
-from loopwatch.streams.kafka_admin import (
+from loopwatch.streams.kafka.admin import (
     BrokerUnreachable,
     TopicError,
     create_topics,
     delete_topics,
 )
-from loopwatch.streams.ports import free_ports
 from loopwatch.streams.settings import Settings, SettingsError
 
 SHARED_TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"

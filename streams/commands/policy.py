@@ -14,10 +14,10 @@ from typing import Any
 from loopwatch.models import DetectionConfig, InvalidPolicy, parse_policy
 from loopwatch.models.policy import check_key
 from loopwatch.streams.commands.options import positive_float
-from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics
-from loopwatch.streams.policy_book import PolicyBook
-from loopwatch.streams.policy_topic import delete_policy, read_policies, write_policy
+from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, create_topics
 from loopwatch.streams.settings import Settings, SettingsError
+from loopwatch.streams.worker.policy_book import PolicyBook
+from loopwatch.streams.worker.policy_follower import delete_policy, read_policies, write_policy
 
 EXIT_OK = 0
 EXIT_KAFKA = 1

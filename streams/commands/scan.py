@@ -30,13 +30,13 @@ from loopwatch.models import (
 )
 from loopwatch.streams.client.history import FORMATS
 from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
-from loopwatch.streams.scanner import Scanner
-from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
-from loopwatch.streams.transcripts import (
+from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.scan.transcripts import (
     InvalidConversation,
     looks_like_transcript,
     read_conversations,
 )
+from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
 EXIT_LOOP_FOUND = 1
 """`--fail-on-loop` and a warning was found."""
@@ -283,7 +283,7 @@ def scan_transcripts(
     name: str = "-",
     episodes: bool = False,
 ) -> Scanner:
-    """Scan recorded transcripts (streams.transcripts) as `scan_lines` scans events."""
+    """Scan recorded transcripts (streams.scan.transcripts) as `scan_lines` scans events."""
     for conversation in read_conversations(source, fmt, name=name):
         if isinstance(conversation, InvalidConversation):
             reason, number = conversation.args

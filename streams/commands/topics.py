@@ -10,7 +10,7 @@ from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
 from loopwatch.streams.commands.options import positive_float
-from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, create_topics, topic_specs
+from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, create_topics, topic_specs
 from loopwatch.streams.settings import Settings, SettingsError
 
 

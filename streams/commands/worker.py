@@ -9,13 +9,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from loopwatch.streams.broker_outage import BrokerOutage
-from loopwatch.streams.broker_outage import install as install_outage_filter
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
 from loopwatch.streams.commands.options import positive_float
-from loopwatch.streams.kafka_admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
-from loopwatch.streams.log_format import use_json
+from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
 from loopwatch.streams.settings import Settings, SettingsError
+from loopwatch.streams.worker.broker_outage import BrokerOutage
+from loopwatch.streams.worker.broker_outage import install as install_outage_filter
+from loopwatch.streams.worker.log_format import use_json
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     def build_app() -> Any:
-        from loopwatch.streams.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
+        from loopwatch.streams.worker.app import create_app  # noqa: PLC0415  (lazy: `--help` needs no faust)
 
         return create_app(settings, follow_policies=True)
 
@@ -87,7 +87,7 @@ def run_service(
         loop.close()
         return EXIT_KAFKA
     app = build_app()
-    # the worker's app watches broker outages (streams.broker_outage); others may not
+    # the worker's app watches broker outages (streams.worker.broker_outage); others may not
     outage = getattr(app, "loopwatch_outage", None)
     return run_faust_app(app, args.loglevel, loop, log_format=log_format, outage=outage)
 
@@ -101,9 +101,10 @@ def run_faust_app(
     outage: BrokerOutage | None = None,
 ) -> int:
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
-    broker outages in the log (streams.broker_outage) instead of aiokafka's line per retry."""
+    broker outages in the log (streams.worker.broker_outage) instead of aiokafka's line per
+    retry."""
     # lazy: `loopwatch --help` and scan need no faust
-    from loopwatch.streams.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
+    from loopwatch.streams.kafka.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
 
     class ServiceWorker(FaustServiceWorker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

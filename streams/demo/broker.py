@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopwatch.streams.ports import free_ports
+from loopwatch.streams.demo.ports import free_ports
 
 KAFKA_SH = Path(__file__).resolve().parents[2] / "ops" / "kafka" / "kafka.sh"
 _UP_TIMEOUT_SECONDS = 600  # the first start downloads the broker's jars with Maven

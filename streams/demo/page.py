@@ -9,7 +9,7 @@ from typing import IO
 
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
 from loopwatch.streams.fleetview.server import Dashboard, DashboardError, start_dashboard
-from loopwatch.streams.kafka_admin import BrokerUnreachable
+from loopwatch.streams.kafka.admin import BrokerUnreachable
 from loopwatch.streams.settings import Settings
 
 

@@ -1,6 +1,6 @@
 """`loopwatch worker` as a child process, for the demo and the end-to-end tests.
 
-Readiness is observed, not guessed: the worker's `/ready` page (streams.readiness)
+Readiness is observed, not guessed: the worker's `/ready` page (streams.worker.readiness)
 answers 200 once it has its partitions, its table is recovered and the broker is
 reachable.
 """

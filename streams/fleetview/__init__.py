@@ -5,6 +5,6 @@
 * feed.py, server.py: the Kafka consumer that feeds the board, the aiohttp page and its
   server-sent events
 * report.py: the offline report over recorded sessions (the detector core through
-  streams.scanner)
+  streams.scan.scanner)
 * assets.py: the HTML, CSS and JS that ship inside the package (static/)
 """

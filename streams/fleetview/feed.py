@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from loopwatch.models import EPISODE_ADAPTER, VERDICT_ADAPTER
 from loopwatch.streams.fleetview.board import FleetBoard
-from loopwatch.streams.kafka_admin import BrokerUnreachable, connect_admin, partition_counts
+from loopwatch.streams.kafka.admin import BrokerUnreachable, connect_admin, partition_counts
 from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The offline loop report over recorded sessions: the detector core (streams.scanner) over
+"""The offline loop report over recorded sessions: the detector core (streams.scan.scanner) over
 event files, the loops it finds tallied by rule, agent, tool and session. Names and counts
 only: no arguments, results or texts reach the report."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from loopwatch.models import RULES, DetectionConfig, InvalidEvent, LoopEpisode, decode_event
 from loopwatch.streams.fleetview.assets import asset
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 
 TOP = 12
 """Rows of the agent, tool and session charts."""

@@ -11,17 +11,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loopwatch.streams.faust_ext.app import (
+from loopwatch.streams.kafka.faust_ext.app import (
     app_crasher,
     guard_commits,
     new_app,
     started_producer,
 )
-from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
-from loopwatch.streams.faust_ext.session_table import SessionTable, sessions_table
+from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
+from loopwatch.streams.kafka.outputs import BatchedOutputs, Outputs
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value
 from loopwatch.streams.otel.settings import TABLE_NAME, OtelSettings
-from loopwatch.streams.outputs import BatchedOutputs, Outputs
 
 TICK_SECONDS = 1.0
 """How often windows are checked when no span arrives (a window closes up to this late)."""

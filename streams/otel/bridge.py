@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loopwatch.streams.dead_letters import DeadLetter, send_dead_letter
-from loopwatch.streams.expiry import ExpiryIndex
+from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
+from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.otel.mapping import SpanRecord, to_record
 from loopwatch.streams.otel.ordering import BridgeSession, admit, is_full, release
 from loopwatch.streams.otel.settings import OtelSettings
 from loopwatch.streams.otel.spans import SpanDecodeError, decode_spans
-from loopwatch.streams.outputs import Outputs
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ records and the `otel-sessions` changelog)."""
 
 from __future__ import annotations
 
-from loopwatch.streams.kafka_admin import (
+from loopwatch.streams.kafka.admin import (
     TopicOutcome,
     TopicSpec,
     connect_admin,

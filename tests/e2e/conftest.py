@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.demo.worker_process import WorkerProcess, start_worker
-from loopwatch.streams.kafka_admin import create_topics
-from loopwatch.streams.ports import free_ports
+from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.settings import Settings
 
 WORKER_READY_SECONDS = 120.0

@@ -21,7 +21,7 @@ from loopwatch.streams.demo.worker_process import WorkerProcess
 from loopwatch.streams.fleetview.board import TIME_TO_BREAK_BUCKETS
 from loopwatch.streams.fleetview.feed import FeedTopics
 from loopwatch.streams.fleetview.server import start_dashboard
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
 from tests.browser import chart_values, full_page_screenshot, headless_chromium
 

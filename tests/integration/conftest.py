@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from aiokafka.errors import KafkaError
 
-from loopwatch.streams.kafka_admin import BrokerUnreachable, delete_topics
+from loopwatch.streams.kafka.admin import BrokerUnreachable, delete_topics
 from tests.integration.worker_harness import UNIQUE_ENVS
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwatch.streams.ports import free_ports
+from loopwatch.streams.demo.ports import free_ports
 from tests.builders import SessionBuilder
 from tests.integration.test_local_broker_script import kafka_sh
 from tests.integration.worker_harness import (

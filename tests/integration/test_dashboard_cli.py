@@ -13,7 +13,7 @@ from loopwatch.streams.cli import main
 from loopwatch.streams.demo.page import DemoPage
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
 from loopwatch.streams.fleetview.server import start_dashboard
-from loopwatch.streams.kafka_admin import create_topics
+from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.settings import Settings
 
 

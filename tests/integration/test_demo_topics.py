@@ -9,7 +9,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from loopwatch.streams.demo.naming import demo_names, new_run_prefix
-from loopwatch.streams.kafka_admin import create_topics, delete_topics
+from loopwatch.streams.kafka.admin import create_topics, delete_topics
 from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka

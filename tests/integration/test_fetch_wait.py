@@ -1,4 +1,4 @@
-"""`streams.faust_ext.fetch_wait` against the real broker: what each fetch asks for.
+"""`streams.kafka.faust_ext.fetch_wait` against the real broker: what each fetch asks for.
 
 The fetches aiokafka sends are recorded as they go (its client's `send`), so the test
 sees the requests themselves: a fetch after one that brought records waits for a few
@@ -15,14 +15,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.fetch import FetchRequest
 
-from loopwatch.streams.app import create_app
-from loopwatch.streams.faust_ext.fetch_wait import (
+from loopwatch.streams.kafka.admin import TopicSpec, ensure_topics
+from loopwatch.streams.kafka.faust_ext.fetch_wait import (
     BUSY_MIN_BYTES,
     AdaptiveFetcher,
     adapt_fetch_wait,
 )
-from loopwatch.streams.kafka_admin import TopicSpec, ensure_topics
 from loopwatch.streams.settings import Settings
+from loopwatch.streams.worker.app import create_app
 
 pytestmark = pytest.mark.kafka
 

@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopwatch.models import decode_event
-from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_TOPIC
+from loopwatch.streams.kafka.dead_letters import HEADER_ERROR, HEADER_TOPIC
 from loopwatch.streams.otel.settings import OtelSettings
 from loopwatch.streams.otel.topics import create_bridge_topics
 from tests.integration.worker_harness import (

@@ -17,8 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from loopwatch.streams.client.reader import partition_for
-from loopwatch.streams.kafka_admin import TopicSpec, ensure_topics
-from loopwatch.streams.outputs import BATCH_RECORDS, BatchedOutputs, OnDelivered, OutputFailed
+from loopwatch.streams.kafka.admin import TopicSpec, ensure_topics
+from loopwatch.streams.kafka.outputs import BATCH_RECORDS, BatchedOutputs, OnDelivered, OutputFailed
 
 pytestmark = pytest.mark.kafka
 

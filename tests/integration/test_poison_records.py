@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_REASON
+from loopwatch.streams.kafka.dead_letters import HEADER_ERROR, HEADER_REASON
 from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,

@@ -8,7 +8,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from loopwatch.streams.kafka_admin import TopicSpec, ensure_topics
+from loopwatch.streams.kafka.admin import TopicSpec, ensure_topics
 
 pytestmark = pytest.mark.kafka
 

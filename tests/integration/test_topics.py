@@ -6,7 +6,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from loopwatch.streams.kafka_admin import TopicError, create_topics, partition_counts
+from loopwatch.streams.kafka.admin import TopicError, create_topics, partition_counts
 from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopwatch.streams.kafka_admin import BrokerUnreachable, wait_for_broker
+from loopwatch.streams.kafka.admin import BrokerUnreachable, wait_for_broker
 from loopwatch.streams.settings import Settings
 
 # nothing listens on port 1 of the loopback interface

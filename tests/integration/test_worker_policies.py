@@ -19,9 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from loopwatch.models import DEFAULT_KEY, parse_policy
-from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
-from loopwatch.streams.policy_topic import dead_letter_group, write_policy
-from loopwatch.streams.ports import free_ports
+from loopwatch.streams.demo.ports import free_ports
+from loopwatch.streams.kafka.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_TOPIC
+from loopwatch.streams.worker.policy_follower import dead_letter_group, write_policy
 from tests.integration.worker_harness import WorkerEnv, WorkerProcess
 
 pytestmark = pytest.mark.kafka

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from loopwatch.models import AgentEvent, DetectionConfig, decode_event
-from loopwatch.streams.dead_letters import (
+from loopwatch.streams.kafka.dead_letters import (
     HEADER_ERROR,
     HEADER_OFFSET,
     HEADER_PARTITION,
     HEADER_TOPIC,
 )
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,

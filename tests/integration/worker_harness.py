@@ -21,9 +21,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import AgentEvent, DetectionConfig
-from loopwatch.streams.kafka_admin import create_topics
-from loopwatch.streams.ports import free_ports
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.demo.ports import free_ports
+from loopwatch.streams.kafka.admin import create_topics
+from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
 from tests.builders import SessionBuilder
 

@@ -1,6 +1,6 @@
 """The real app with the memory store and recording outputs in place of the Kafka
 producer (no broker): records are handed to the app's per-record processing as the
-consumer's fetch loop hands them over (`streams.faust_ext.inline`)."""
+consumer's fetch loop hands them over (`streams.kafka.faust_ext.inline`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from faust.types import Message
 
 from loopwatch.models import AgentEvent
-from loopwatch.streams.app import create_app
-from loopwatch.streams.outputs import Headers, OnDelivered
+from loopwatch.streams.kafka.outputs import Headers, OnDelivered
 from loopwatch.streams.settings import Settings
+from loopwatch.streams.worker.app import create_app
 from tests.stream.settings_for_tests import stream_settings
 
 
@@ -30,7 +30,7 @@ class Sent:
 
 @dataclass
 class RecordingOutputs:
-    """`streams.outputs.Outputs` that records each record under its topic's role
+    """`streams.kafka.outputs.Outputs` that records each record under its topic's role
     (verdicts, warnings, dead_letters, changelog) and acknowledges it at once, or holds
     the acknowledgement while `hold_acks` is set."""
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from loopwatch.models import DetectionConfig
-from loopwatch.streams.dead_letters import HEADER_ERROR, HEADER_OFFSET
-from loopwatch.streams.scanner import Scanner
-from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.kafka.dead_letters import HEADER_ERROR, HEADER_OFFSET
+from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.worker.record import SessionRecord
 from tests.builders import SessionBuilder
 from tests.stream.conftest import Harness
 

@@ -1,4 +1,4 @@
-"""The worker's hook before each offset commit (`streams.app._guard_commits`)."""
+"""The worker's hook before each offset commit (`streams.worker.app._guard_commits`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopwatch.streams.app import COMMIT_BY_TIME_ONLY, _guard_commits
-from loopwatch.streams.outputs import BatchedOutputs
+from loopwatch.streams.kafka.outputs import BatchedOutputs
 from loopwatch.streams.settings import Settings
+from loopwatch.streams.worker.app import COMMIT_BY_TIME_ONLY, _guard_commits
 from tests.stream.conftest import Harness
 
 

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from loopwatch.models import EPISODE_ADAPTER, DetectionConfig
-from loopwatch.streams.scanner import Scanner
-from loopwatch.streams.session_record import SessionRecord
+from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.worker.record import SessionRecord
 from tests.builders import SessionBuilder
 from tests.stream.conftest import Harness
 

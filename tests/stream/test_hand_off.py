@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loopwatch.streams.faust_ext.offset_guard import FlowEvent, InlineHandOff
+from loopwatch.streams.kafka.faust_ext.offset_guard import FlowEvent, InlineHandOff
 
 
 class _Consumer(InlineHandOff):

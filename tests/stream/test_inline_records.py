@@ -1,4 +1,4 @@
-"""`streams.faust_ext.inline`: records of the events topic handed to the worker as the
+"""`streams.kafka.faust_ext.inline`: records of the events topic handed to the worker as the
 consumer fetches them, with what faust's stream did for each: skip a record of an earlier
 consumer generation or one fetched while the flow is stopped, track it (a rebalance waits
 for it), process it, ack it (only then may its offset be committed)."""
@@ -11,8 +11,8 @@ import pytest
 from faust.transport.conductor import Conductor
 from faust.types import TP, Message
 
-from loopwatch.streams.faust_ext.inline import InlineConductor, inline_callback
-from loopwatch.streams.faust_ext.offset_guard import FlowEvent
+from loopwatch.streams.kafka.faust_ext.inline import InlineConductor, inline_callback
+from loopwatch.streams.kafka.faust_ext.offset_guard import FlowEvent
 
 EVENTS = TP("events", 0)
 

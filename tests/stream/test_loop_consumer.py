@@ -1,4 +1,4 @@
-"""`streams.faust_ext.loop_consumer`: faust's consumer "thread" runs on the worker's own
+"""`streams.kafka.faust_ext.loop_consumer`: faust's consumer "thread" runs on the worker's own
 event loop; what faust hands over to it runs where it is called, with no thread hop.
 (A ready worker running as a single OS thread: tests/integration/test_worker_health.py.)"""
 
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from loopwatch.streams.app import create_app
-from loopwatch.streams.faust_ext.loop_consumer import SameLoopConsumerThread
+from loopwatch.streams.kafka.faust_ext.loop_consumer import SameLoopConsumerThread
+from loopwatch.streams.worker.app import create_app
 from tests.stream.settings_for_tests import stream_settings
 
 

@@ -1,5 +1,5 @@
-"""The offset guard against faust dropping records (streams.faust_ext.offset_guard), driven with a
-stand-in for the few bookkeeping fields of faust's consumer that it reads."""
+"""The offset guard against faust dropping records (streams.kafka.faust_ext.offset_guard),
+driven with a stand-in for the few bookkeeping fields of faust's consumer that it reads."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from typing import Any
 from faust.types import TP
 from intervaltree import IntervalTree
 
-from loopwatch.streams.faust_ext.offset_guard import MAX_SEEKS_PER_GAP, OffsetOrder, missing_head
+from loopwatch.streams.kafka.faust_ext.offset_guard import (
+    MAX_SEEKS_PER_GAP,
+    OffsetOrder,
+    missing_head,
+)
 
 EVENTS = TP("events", 0)
 

@@ -18,7 +18,7 @@ from loopwatch.models import (
 from loopwatch.streams.client.encoding import WITHHELD_ERROR, Call, EventEncoder
 from loopwatch.streams.client.ledger import Ledger
 from loopwatch.streams.client.reader import partition_for
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 
 TS = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

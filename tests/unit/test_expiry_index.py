@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch.models import decode_event
-from loopwatch.streams import expiry
-from loopwatch.streams.expiry import ExpiryIndex, epoch_seconds
+from loopwatch.streams.kafka import expiry
+from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
 
 ZONES = (
     UTC,

@@ -22,7 +22,7 @@ from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.history import Format
 from loopwatch.streams.client.session import Session
 from loopwatch.streams.client.stats import ClientStats
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from tests.prompt_rules import check_anthropic, check_openai, check_responses
 
 TS = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -1,9 +1,9 @@
-"""Partition lag and stalled partitions (streams.lag) with a hand-driven clock."""
+"""Partition lag and stalled partitions (streams.worker.lag) with a hand-driven clock."""
 
 from __future__ import annotations
 
-from loopwatch.streams.lag import STALL_SECONDS, PartitionProgress
-from loopwatch.streams.metrics import Metrics
+from loopwatch.streams.worker.lag import STALL_SECONDS, PartitionProgress
+from loopwatch.streams.worker.metrics import Metrics
 
 
 def _sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopwatch.streams.metrics import Metrics
+from loopwatch.streams.worker.metrics import Metrics
 
 
 def _samples(metrics: Metrics) -> dict[str, float]:

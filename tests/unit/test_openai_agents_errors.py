@@ -11,7 +11,7 @@ from agents import default_tool_error_function
 from loopwatch.models import DetectionConfig
 from loopwatch.streams.client import as_agent_events, history_events
 from loopwatch.streams.client.openai_agents import sdk_tool_error
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 
 # What the SDK itself gives the model when a tool raises (asked, not copied).
 FAILED = default_tool_error_function(None, ValueError("no match"))  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import Any
 
 from loopwatch.models import decode_event
 from loopwatch.models.fingerprints import call_fingerprint
-from loopwatch.streams.dead_letters import HEADER_ERROR
+from loopwatch.streams.kafka.dead_letters import HEADER_ERROR
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value
 from loopwatch.streams.otel.mapping import to_record
 from loopwatch.streams.otel.settings import OtelSettings

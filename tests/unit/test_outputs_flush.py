@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from loopwatch.streams.outputs import BatchedOutputs, OutputFailed
+from loopwatch.streams.kafka.outputs import BatchedOutputs, OutputFailed
 
 LONG_LINGER = 3600.0
 

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from loopwatch.models import AgentEvent, DetectionConfig
-from loopwatch.streams.expiry import ExpiryIndex
-from loopwatch.streams.processing import (
+from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.worker.pipeline import (
     Duplicate,
     Outcome,
     PipelineOptions,
@@ -21,9 +22,8 @@ from loopwatch.streams.processing import (
     Rejected,
     process_record,
 )
-from loopwatch.streams.scanner import Scanner
-from loopwatch.streams.session_record import SessionRecord
-from loopwatch.streams.session_store import MemorySessionStore
+from loopwatch.streams.worker.record import SessionRecord
+from loopwatch.streams.worker.store import MemorySessionStore
 from tests.builders import SessionBuilder
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -18,9 +18,9 @@ from loopwatch.models import (
     parse_policy,
 )
 from loopwatch.streams.commands.scan import scan_lines
-from loopwatch.streams.policy_book import PolicyBook
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings, SettingsError
+from loopwatch.streams.worker.policy_book import PolicyBook
 from tests.builders import SessionBuilder
 
 

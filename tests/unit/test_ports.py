@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from loopwatch.streams.ports import HIGH, LOW, free_ports
+from loopwatch.streams.demo.ports import HIGH, LOW, free_ports
 
 
 def test_free_ports_are_adjacent_bindable_and_below_the_ephemeral_range() -> None:

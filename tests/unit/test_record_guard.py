@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwatch.models import DetectionConfig, LoopVerdict
-from loopwatch.streams.expiry import ExpiryIndex
-from loopwatch.streams.processing import (
+from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.worker.pipeline import (
     Duplicate,
     Outcome,
     PipelineOptions,
@@ -24,8 +24,8 @@ from loopwatch.streams.processing import (
     Rejected,
     process_record,
 )
-from loopwatch.streams.session_record import SessionRecord
-from loopwatch.streams.session_store import TableSessionStore
+from loopwatch.streams.worker.record import SessionRecord
+from loopwatch.streams.worker.store import TableSessionStore
 from tests.builders import SessionBuilder
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

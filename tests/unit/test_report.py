@@ -12,7 +12,7 @@ import pytest
 from loopwatch.models import AgentEvent, DetectionConfig, decode_event
 from loopwatch.streams.cli import main
 from loopwatch.streams.fleetview.report import collect, render_html
-from loopwatch.streams.scanner import Scanner
+from loopwatch.streams.scan.scanner import Scanner
 from tests.builders import SessionBuilder
 from tests.shared_data import trajectory_files
 

@@ -11,8 +11,8 @@ import pytest
 
 from loopwatch.models import DetectionConfig
 from loopwatch.streams.client.history import history_events
-from loopwatch.streams.scanner import Scanner
-from loopwatch.streams.transcripts import (
+from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.scan.transcripts import (
     TRANSCRIPT_EPOCH,
     Conversation,
     InvalidConversation,

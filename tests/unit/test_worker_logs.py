@@ -1,5 +1,5 @@
-"""The worker's log: broker outages summarised (streams.broker_outage) and the JSON format
-(streams.log_format), driven by hand-made log records and a hand-moved clock."""
+"""The worker's log: broker outages summarised (streams.worker.broker_outage) and the JSON format
+(streams.worker.log_format), driven by hand-made log records and a hand-moved clock."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from loopwatch.streams.broker_outage import (
+from loopwatch.streams.worker.broker_outage import (
     FALLBACK_QUIET_SECONDS,
     QUIET_SECONDS,
     SUMMARY_EVERY_SECONDS,
@@ -18,7 +18,7 @@ from loopwatch.streams.broker_outage import (
     OutageCollector,
     OutageLogFilter,
 )
-from loopwatch.streams.log_format import JsonLogFormatter
+from loopwatch.streams.worker.log_format import JsonLogFormatter
 
 
 class Clock:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from loopwatch.streams.metrics import Metrics
+from loopwatch.streams.worker.metrics import Metrics
 
 STALL_SECONDS = 30.0
 """No progress for this long with events waiting: stalled (far above a commit interval

@@ -1,4 +1,4 @@
-"""`SessionStore`s (`streams.processing`): the faust table's, and a dict for tests and tools.
+"""`SessionStore`s (`streams.worker.pipeline`): the faust table's, and a dict for tests and tools.
 
 Both keep the verdict deliveries of this process in a `VerdictDeliveries`: sends not yet
 acknowledged, and a bounded memory of acknowledged ones.
@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeGuard
 
-from loopwatch.streams.session_record import SessionRecord, Unconfirmed
+from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
 
 MAX_REMEMBERED_ACKS = 65536
 MAX_DECODED_RECORDS = 4096
@@ -100,7 +100,7 @@ class MemorySessionStore:
 
 class PartitionedTable(Protocol):
     """What `TableSessionStore` needs of the faust table for deferred writes
-    (`streams.faust_ext.session_table.SessionTable`)."""
+    (`streams.kafka.faust_ext.session_table.SessionTable`)."""
 
     def current_partition(self) -> int:
         """The partition of the event being processed."""

@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loopwatch.streams.broker_outage import BrokerOutage
+from loopwatch.streams.worker.broker_outage import BrokerOutage
 
 
 @dataclass
 class AgentHealth:
-    """Crashes of the events' processing (`streams.app`; the worker stops after one), and
+    """Crashes of the events' processing (`streams.worker.app`; the worker stops after one), and
     whether a record was processed since."""
 
     crashes: int = 0

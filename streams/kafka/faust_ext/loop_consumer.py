@@ -29,7 +29,7 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from mode import Service
 from mode.utils.futures import maybe_async
 
-from loopwatch.streams.faust_ext.fetch_wait import adapt_fetch_wait
+from loopwatch.streams.kafka.faust_ext.fetch_wait import adapt_fetch_wait
 
 
 class SameLoopConsumerThread(aiokafka_driver.AIOKafkaConsumerThread):

@@ -1,4 +1,4 @@
-"""aiokafka producer internals the batched outputs (`streams.outputs`) need to build one
+"""aiokafka producer internals the batched outputs (`streams.kafka.outputs`) need to build one
 closed batch per partition themselves."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `sessions` table class: faust's Table, its changelog records sent through `Outputs`.
 
 faust's own `on_key_set` sends each changelog record through `Topic.send_soon` (see
-`streams.outputs` for what that costs). This subclass hands them to the worker's batched
+`streams.kafka.outputs` for what that costs). This subclass hands them to the worker's batched
 outputs instead, to the same changelog partition (the current event's, as faust does).
 What it leaves out of faust's version: key TTLs (windowed tables only) and the faust
 monitor's table counters (loopwatch's metrics are its own). Without outputs set (under
@@ -15,7 +15,7 @@ partition through `on_changelog_event` too, as if they had been read from the ch
 
 `writing_in(partition)` lets the worker write the table outside of its agent (the
 session store writes each session's newest record once per offset commit, from the
-commit; `streams.session_store`): faust's table and its RocksDB store take the partition
+commit; `streams.worker.store`): faust's table and its RocksDB store take the partition
 of a write from the current event, so a stand-in event of that partition is made current
 for the writes.
 """
@@ -37,7 +37,7 @@ STORED_RECORDS_PER_YIELD = 1000
 
 
 class ChangelogOutputs(Protocol):
-    """The part of `streams.outputs.Outputs` the table uses (no import upwards)."""
+    """The part of `streams.kafka.outputs.Outputs` the table uses (no import upwards)."""
 
     def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
         """Produce a table changelog record (value None: a tombstone) to `partition`."""

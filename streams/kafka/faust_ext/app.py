@@ -10,9 +10,9 @@ from typing import Any
 
 import faust
 
-from loopwatch.streams.faust_ext.inline import InlineConductor
-from loopwatch.streams.faust_ext.offset_guard import GuardedTransport
-from loopwatch.streams.faust_ext.session_table import SessionTable
+from loopwatch.streams.kafka.faust_ext.inline import InlineConductor
+from loopwatch.streams.kafka.faust_ext.offset_guard import GuardedTransport
+from loopwatch.streams.kafka.faust_ext.session_table import SessionTable
 
 
 class LoopwatchApp(faust.App):
@@ -49,7 +49,7 @@ class LoopwatchApp(faust.App):
 
 def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> LoopwatchApp:
     """A faust app as loopwatch's apps run it: guarded events, the session table class,
-    raw bytes, topics created by `streams.kafka_admin`, group timeouts from `settings`
+    raw bytes, topics created by `streams.kafka.admin`, group timeouts from `settings`
     (a `streams.settings.Settings`), all records acknowledged by every replica. `extra`:
     the app's own faust settings (they override these)."""
     options: dict[str, Any] = {
@@ -60,7 +60,7 @@ def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> Loopw
         "store": settings.store_url,
         "datadir": settings.data_dir,
         "topic_partitions": settings.partitions,
-        # Topics are created by `streams.kafka_admin`; the broker has auto-create off.
+        # Topics are created by `streams.kafka.admin`; the broker has auto-create off.
         "topic_allow_declare": False,
         "topic_disable_leader": True,
         # No standby replicas: a partition that moves recovers from its changelog.

@@ -31,7 +31,7 @@ grow for the linger, as with the fixed one.
 * Delivery: a record's `on_delivered(offset)` runs once the broker acknowledged it.
   `flush()` sends what waits and returns when every record added before the call is
   acknowledged; the consumer calls it before each offset commit
-  (`streams.faust_ext.offset_guard`), so an offset is committed only after the records
+  (`streams.kafka.faust_ext.offset_guard`), so an offset is committed only after the records
   of the events before it are stored. Records added during the flush (events processed
   meanwhile, whose offsets this commit does not cover) are not waited for: under load
   the flush used to chase them and a commit took seconds.
@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from loopwatch.streams.faust_ext.producer import default_partition, wait_on_metadata
+from loopwatch.streams.kafka.faust_ext.producer import default_partition, wait_on_metadata
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
-environment) is what `faust -A streams.app` loads.
+environment) is what `faust -A streams.worker.app` loads.
 
 Thin on purpose: topics, the `sessions` table, the events topic's records handed to the
 record handler one at a time as the consumer fetches them (`faust_ext.inline`), and the
 `/metrics` page. All detection happens in `streams.detector`, all per-record logic
-in `streams.processing` (carried out by `streams.record_handler`).
+in `streams.worker.pipeline` (carried out by `streams.worker.handler`).
 """
 
 from __future__ import annotations
@@ -13,29 +13,29 @@ import gc
 from datetime import timedelta
 from typing import Any
 
-from loopwatch.streams.broker_outage import watch_broker
-from loopwatch.streams.expiry import ExpiryIndex
-from loopwatch.streams.faust_ext.app import (
+from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.faust_ext.app import (
     app_crasher,
     guard_commits,
     new_app,
     started_producer,
     worker_ready,
 )
-from loopwatch.streams.faust_ext.inline import inline_callback
-from loopwatch.streams.faust_ext.offset_guard import OffsetOrder
-from loopwatch.streams.faust_ext.session_table import SessionTable, sessions_table
-from loopwatch.streams.lag import PartitionProgress, assigned_positions
-from loopwatch.streams.metrics import CONTENT_TYPE, Metrics
-from loopwatch.streams.outputs import BatchedOutputs, FaustOutputs, Outputs
-from loopwatch.streams.policy_book import InvalidPolicy, PolicyBook
-from loopwatch.streams.policy_topic import PolicyDeadLetters, PolicyFollower
-from loopwatch.streams.processing import PipelineOptions
-from loopwatch.streams.readiness import AgentHealth, Readiness, serve_health
-from loopwatch.streams.record_handler import RecordHandler
-from loopwatch.streams.session_store import TableSessionStore
+from loopwatch.streams.kafka.faust_ext.inline import inline_callback
+from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
+from loopwatch.streams.kafka.outputs import BatchedOutputs, FaustOutputs, Outputs
+from loopwatch.streams.kafka.topics import declare_topics
 from loopwatch.streams.settings import Settings
-from loopwatch.streams.topics import declare_topics
+from loopwatch.streams.worker.broker_outage import watch_broker
+from loopwatch.streams.worker.handler import RecordHandler
+from loopwatch.streams.worker.lag import PartitionProgress, assigned_positions
+from loopwatch.streams.worker.metrics import CONTENT_TYPE, Metrics
+from loopwatch.streams.worker.pipeline import PipelineOptions
+from loopwatch.streams.worker.policy_book import InvalidPolicy, PolicyBook
+from loopwatch.streams.worker.policy_follower import PolicyDeadLetters, PolicyFollower
+from loopwatch.streams.worker.readiness import AgentHealth, Readiness, serve_health
+from loopwatch.streams.worker.store import TableSessionStore
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""
@@ -180,7 +180,7 @@ def _process_events_inline(
     outputs: Outputs,
 ) -> None:
     """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
-    and in offset order per partition (`streams.faust_ext.inline`: no faust stream)."""
+    and in offset order per partition (`streams.kafka.faust_ext.inline`: no faust stream)."""
 
     crash = app_crasher(app)
 
@@ -276,7 +276,7 @@ _built: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    # `faust -A streams.app` wants a module-level app; building it at import time would
+    # `faust -A streams.worker.app` wants a module-level app; building it at import time would
     # read the environment whenever anything imports this module.
     if name == "app":
         built = _built.get("app")

@@ -1,6 +1,6 @@
 """The app's Kafka topics, declared for faust: raw bytes both ways, keyed by session_id.
 
-faust never creates them (`topic_allow_declare=False`): `streams.kafka_admin` does, with
+faust never creates them (`topic_allow_declare=False`): `streams.kafka.admin` does, with
 the partition count the `sessions` table's changelog shares (co-partitioning).
 """
 

@@ -36,7 +36,7 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from mode import Service
 from mode.services import WaitResults
 
-from loopwatch.streams.faust_ext.loop_consumer import SameLoopConsumerThread
+from loopwatch.streams.kafka.faust_ext.loop_consumer import SameLoopConsumerThread
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class InlineHandOff(Service):
 
     suspend_flow: asyncio.Event
     inline_busy = False
-    """Set while a record is processed inline (`streams.faust_ext.inline`)."""
+    """Set while a record is processed inline (`streams.kafka.faust_ext.inline`)."""
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
         if not self._is_record_hand_off(coros):
@@ -104,7 +104,7 @@ class InlineHandOff(Service):
         except StopIteration as done:
             return WaitResults([hand_off], [done.value], False)
         if self.inline_busy:
-            # A record processed inline (`streams.faust_ext.inline`) waits for room for
+            # A record processed inline (`streams.kafka.faust_ext.inline`) waits for room for
             # its outputs: finish it even if the flow stops meanwhile, so that an event
             # is never left with part of its records sent (the rebalance waits for it:
             # it is tracked until acked).
@@ -200,7 +200,7 @@ class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
 
     async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
         # The records of the events before these offsets (verdicts, changelog) must be
-        # stored first; faust flushes only its own producer (see streams.outputs).
+        # stored first; faust flushes only its own producer (see streams.kafka.outputs).
         if self._before_commit is not None:
             await self._before_commit()
         committed: bool = await super()._commit_offsets(
@@ -241,8 +241,8 @@ def _resume(coro: Coroutine[Any, Any, Any], awaiting: Any) -> Generator[Any, Any
 
 class GuardedTransport(aiokafka_driver.Transport):
     """faust's aiokafka transport with `GuardedConsumer`; `before_commit` is awaited
-    before each offset commit (`streams.faust_ext.guard_commits`); `fetch_wait_ms`: the
-    consumer's adaptive fetch wait (`streams.faust_ext.fetch_wait`, 0: none)."""
+    before each offset commit (`streams.kafka.faust_ext.guard_commits`); `fetch_wait_ms`: the
+    consumer's adaptive fetch wait (`streams.kafka.faust_ext.fetch_wait`, 0: none)."""
 
     Consumer = GuardedConsumer
 

@@ -10,7 +10,7 @@ adaptive fetch wait"). Kafka's answer is `fetch.min.bytes` with a short
 
 A fixed short wait would cost an idle worker a fetch every few milliseconds (3,366 in
 10 idle seconds with 2 ms, 0.16 of a core, against 7), so the wait adapts, as the
-outputs' linger does (`streams.outputs`): after a fetch that brought records the next
+outputs' linger does (`streams.kafka.outputs`): after a fetch that brought records the next
 one asks for `BUSY_MIN_BYTES` within `wait_ms`; after one that brought none it asks as
 before (1 byte, faust's long poll), so an idle worker stays idle and a record that comes
 alone goes at once.

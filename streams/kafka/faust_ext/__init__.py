@@ -49,8 +49,8 @@ Private APIs touched, by module:
   (extended in `loop_consumer`).
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").
-Import the submodules directly (`streams.faust_ext.app`, ...): this package imports
-nothing, so `streams.outputs` can use `producer` without importing faust.
+Import the submodules directly (`streams.kafka.faust_ext.app`, ...): this package imports
+nothing, so `streams.kafka.outputs` can use `producer` without importing faust.
 """
 
 PINNED = {

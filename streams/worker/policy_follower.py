@@ -20,9 +20,9 @@ from aiokafka.errors import CommitFailedError
 
 from loopwatch.models import InvalidPolicy, Policy, parse_policy
 from loopwatch.models.policy import check_key
-from loopwatch.streams.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
-from loopwatch.streams.policy_book import PolicyBook
+from loopwatch.streams.kafka.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from loopwatch.streams.settings import Settings
+from loopwatch.streams.worker.policy_book import PolicyBook
 
 log = logging.getLogger(__name__)
 

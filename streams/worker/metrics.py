@@ -131,7 +131,7 @@ class Metrics:
         self.stalled_partitions = Gauge(
             "loopwatch_stalled_partitions",
             "Assigned partitions with events waiting and no progress for a while "
-            "(see loopwatch.streams.lag.STALL_SECONDS).",
+            "(see loopwatch.streams.worker.lag.STALL_SECONDS).",
             registry=r,
         )
 

@@ -19,20 +19,20 @@ from typing import Any
 
 import pydantic_core
 
-from loopwatch.streams.dead_letters import DeadLetter, send_dead_letter
-from loopwatch.streams.expiry import ExpiryIndex
-from loopwatch.streams.metrics import Metrics
-from loopwatch.streams.outputs import Outputs
-from loopwatch.streams.processing import (
+from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
+from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.outputs import Outputs
+from loopwatch.streams.kafka.topics import Topics
+from loopwatch.streams.worker.metrics import Metrics
+from loopwatch.streams.worker.pipeline import (
     Duplicate,
     PipelineOptions,
     Processed,
     Rejected,
     process_record,
 )
-from loopwatch.streams.session_record import SessionRecord
-from loopwatch.streams.session_store import TableSessionStore
-from loopwatch.streams.topics import Topics
+from loopwatch.streams.worker.record import SessionRecord
+from loopwatch.streams.worker.store import TableSessionStore
 
 log = logging.getLogger(__name__)
 

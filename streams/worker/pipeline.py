@@ -3,7 +3,7 @@
 decode → check key and size → skip duplicates → `observe` → store the new session
 record → expire sessions past their deadline. The session state is read and written
 through `SessionStore` (the faust table in the worker, a dict in tests); the caller
-(`streams.record_handler`) carries the outcome out: sends, dead letters, metrics.
+(`streams.worker.handler`) carries the outcome out: sends, dead letters, metrics.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from loopwatch.models import (
     LoopVerdict,
     decode_event,
 )
-from loopwatch.streams.dead_letters import DeadLetter, DeadLetterKind
 from loopwatch.streams.detector import OpenEpisode, expire_episodes, observe_episodes
-from loopwatch.streams.expiry import ExpiryIndex, epoch_seconds
-from loopwatch.streams.policy_book import PolicyBook
-from loopwatch.streams.session_record import SessionRecord, Unconfirmed
+from loopwatch.streams.kafka.dead_letters import DeadLetter, DeadLetterKind
+from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
+from loopwatch.streams.worker.policy_book import PolicyBook
+from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
 
 
 class SessionStore(Protocol):
@@ -54,7 +54,7 @@ class PipelineOptions:
     """A larger record goes to the dead-letter topic."""
     drop_ended: bool = False
     """Delete the state at `session_end` at once instead of keeping an ended marker
-    (see `streams.expiry`)."""
+    (see `streams.kafka.expiry`)."""
     policies: PolicyBook | None = None
     """Per-agent policies (docs/contract.md §9.7): when given, an event's agent is judged
     by its policy instead of `detection`, and the verdict names that policy."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
-    from loopwatch.streams.outputs import Outputs
+    from loopwatch.streams.kafka.outputs import Outputs
 
 log = logging.getLogger(__name__)
 

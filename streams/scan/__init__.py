@@ -1,0 +1,1 @@
+"""Offline detection: the scanner over recorded events and the transcript converters."""
