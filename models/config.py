@@ -44,12 +44,12 @@ _RULE_THRESHOLD: Mapping[RuleName, str] = {
 
 class DetectionConfig(BaseModel):
     """What the rules run and with which thresholds. The defaults are the `seed` profile:
-    exactly SPEC §4."""
+    exactly docs/contract.md §4."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     profile: Profile = "seed"
-    """`seed` (SPEC §4's four rules) or `extended` (contract §9.1)."""
+    """`seed` (docs/contract.md §4's four rules) or `extended` (contract §9.1)."""
     threshold: int = 3
     """Repetitions that trigger rules 2-4 (repeated result, read range, batch)."""
     mutating_failure_threshold: int = 2
@@ -94,7 +94,7 @@ class DetectionConfig(BaseModel):
 
     @cached_property
     def is_seed(self) -> bool:
-        """Exactly SPEC §4's rules (thresholds aside): the core's fast path."""
+        """Exactly docs/contract.md §4's rules (thresholds aside): the core's fast path."""
         return (
             self.enabled_rules == RULES
             and not self.batches_compare_results

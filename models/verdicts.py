@@ -79,7 +79,7 @@ class LoopVerdict(BaseModel):
     """The warning for the next prompt, or null."""
     policy: PolicyRef | None = Field(None, exclude_if=lambda ref: ref is None)
     """The policy record that judged the event (contract §9.8); absent (not null) when the
-    worker's built-in policy did, so seed verdicts keep SPEC §5's bytes."""
+    worker's built-in policy did, so seed verdicts keep docs/contract.md §5's bytes."""
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""

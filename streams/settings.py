@@ -76,7 +76,7 @@ class Settings(BaseModel):
     config_topic: str = "loopwatch-config"
     """Compacted topic of per-agent policy records (docs/contract.md §9.6)."""
     profile: Profile = "seed"
-    """Detection profile of the built-in policy: `seed` (SPEC §4) or `extended`."""
+    """Detection profile of the built-in policy: `seed` (docs/contract.md §4) or `extended`."""
     episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
     """Episodes are the unit of loop statistics over weeks; they are small and few."""
     threshold: StrictInt = Field(DEFAULT_DETECTION.threshold, ge=1)

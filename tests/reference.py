@@ -1,8 +1,8 @@
-"""A straightforward, non-incremental reading of SPEC.md §3-§4, for checking the core.
+"""A straightforward, non-incremental reading of docs/contract.md §3-§4, for checking the core.
 
 `expected_warning(history, config)` re-scans the whole history of one session (the
 processed events only: duplicates and out-of-order `seq` already dropped, nothing from
-before a `session_end`) and returns the warning that SPEC §4 gives to its *last* event.
+before a `session_end`) and returns the warning that docs/contract.md §4 gives to its *last* event.
 It keeps no state between calls and is O(n) per call on purpose: it is the obvious
 "history replay" that the incremental core in `streams/detector` must agree with, and the
 baseline that `ops/bench/core_bench.py` compares against.
@@ -46,7 +46,7 @@ class ExpectedWarning:
     threshold: int
 
 
-# --- vocabulary (SPEC §4) ------------------------------------------------------------
+# --- vocabulary (docs/contract.md §4) ------------------------------------------------------------
 
 
 def is_boundary(event: AgentEvent) -> bool:
@@ -79,11 +79,11 @@ def is_read_many_tool(name: str) -> bool:
 
 
 def compact_json(value: Any) -> str:
-    """Compact JSON as in SPEC §3 step 2 (no spaces, sorted keys, non-ASCII kept)."""
+    """Compact JSON as in docs/contract.md §3 step 2 (no spaces, sorted keys, non-ASCII kept)."""
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-# --- fingerprints and signatures (SPEC §3) -------------------------------------------
+# --- fingerprints and signatures (docs/contract.md §3) -------------------------------------------
 
 
 def fingerprint_of_call(call: ToolCall) -> str:
@@ -301,7 +301,7 @@ RULE_ORDER = (
 def expected_warning(
     history: Sequence[AgentEvent], config: DetectionConfig
 ) -> ExpectedWarning | None:
-    """The warning SPEC §4 gives to the last event of `history` (the first rule that
+    """The warning docs/contract.md §4 gives to the last event of `history` (the first rule that
     matches, in order), or None."""
     for rule in RULE_ORDER:
         warning = rule(history, config)

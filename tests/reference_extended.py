@@ -1,7 +1,7 @@
 """A straightforward reading of docs/contract.md §9 (profiles, rules 5 and 6, result-aware
 batches, exempt tools, per-tool thresholds), for checking the core.
 
-Like tests/reference.py (whose SPEC §3-§4 helpers it reuses), it re-scans the whole
+Like tests/reference.py (whose docs/contract.md §3-§4 helpers it reuses), it re-scans the whole
 history of one session at every call and keeps nothing between calls. Written from the
 contract section alone, not from the core. Where the text leaves room, `READING:` says
 which way this module reads it.
@@ -333,7 +333,7 @@ def expected_warning(
 
 
 class ReplaySession(reference.ReplaySession):
-    """tests/reference.py's replay, judged by §9 instead of SPEC §4 alone."""
+    """tests/reference.py's replay, judged by §9 instead of docs/contract.md §4 alone."""
 
     def feed(self, event: AgentEvent) -> tuple[bool, ExpectedWarning | None]:
         if self.last_seq is not None and event.seq <= self.last_seq:

@@ -1,4 +1,4 @@
-"""Deterministic, loop-dense, realistic agent sessions as loopwatch v1 events (SPEC §2).
+"""Deterministic, loop-dense, realistic agent sessions as loopwatch v1 events (docs/contract.md §2).
 
     python ops/bench/synth.py --sessions 200 --events 100000 --seed 7 > synth.jsonl
 

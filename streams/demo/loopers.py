@@ -1,5 +1,5 @@
-"""Scripted agents that fall into one loop kind each (SPEC §4) and change approach as soon
-as a loopwatch warning reaches their prompt. No model: the script is the policy.
+"""Scripted agents that fall into one loop kind each (docs/contract.md §4) and change
+approach as soon as a loopwatch warning reaches their prompt. No model: the script is the policy.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 of the newest event and build the prompt before every assistant turn.
 
 Sources: the built-in sessions (`streams.demo.builtin`) and, when present, event files
-in the format of SPEC §2 (e.g. `../shared/data/trajectories/*.jsonl`).
+in the format of docs/contract.md §2 (e.g. `../shared/data/trajectories/*.jsonl`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pure detector core: per-session state, the rules of SPEC §4, warning texts.
+"""The pure detector core: per-session state, the rules of docs/contract.md §4, warning texts.
 
 No faust, aiokafka, asyncio, clocks or environment: `observe` is a deterministic
 function of (state, event, config). Each rule lives in `streams.detector.rules`.

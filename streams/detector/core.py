@@ -1,4 +1,4 @@
-"""`observe`: the pure, incremental detector (SPEC §4).
+"""`observe`: the pure, incremental detector (docs/contract.md §4).
 
 Each event updates the recent calls and the trackers' parts (`streams.detector.rules`),
 then the rules are read off them in order. Work per event is O(size of the event),
@@ -289,7 +289,7 @@ there, and the threshold is decided after it (counts never depend on a threshold
 
 
 def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:
-    """The warning a verdict carries for this match (SPEC §5)."""
+    """The warning a verdict carries for this match (docs/contract.md §5)."""
     hit = match.hit
     if texts is DEFAULT_TEXTS and type(hit.tool_names) is tuple:
         try:

@@ -1,4 +1,4 @@
-"""Warning texts (SPEC §5): each rule's default text, overridable per deployment.
+"""Warning texts (docs/contract.md §5): each rule's default text, overridable per deployment.
 
 The defaults live beside each rule (`streams.detector.rules`). Each text names the
 rule's pattern, the tool(s) and the count, and says what to do instead. Templates may

@@ -1,4 +1,4 @@
-"""Dead letters (SPEC §7): what goes to `agent-events-dlq` and the headers naming why.
+"""Dead letters (docs/contract.md §7): what goes to `agent-events-dlq` and the headers naming why.
 
 The record's original key and value bytes are kept as they are; the headers say which
 error class, a short reason (never the record's content) and where the record came from.
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 DeadLetterKind = Literal[
     "not_utf8",  # the value is not UTF-8
     "not_json",  # the value is not a JSON document
-    "schema",  # JSON that does not fit SPEC §2
+    "schema",  # JSON that does not fit docs/contract.md §2
     "key_mismatch",  # the record key differs from the event's session_id
     "too_large",  # larger than the configured max_event_bytes
     "empty",  # no value at all (a tombstone on the events topic)

@@ -102,7 +102,9 @@ class OtelBridge:
             mapped = [to_record(span, received_ms, self._settings.unrecorded) for span in spans]
         except (ValueError, UnicodeError, RecursionError) as exc:
             # e.g. a structured argument holding NaN, or a lone surrogate in JSON text
-            reason = f"a GenAI span cannot be fingerprinted (SPEC §3): {type(exc).__name__}"
+            reason = (
+                f"a GenAI span cannot be fingerprinted (docs/contract.md §3): {type(exc).__name__}"
+            )
             await self._dead_letter(message, DeadLetter("schema", reason))
             return
         for record in mapped:

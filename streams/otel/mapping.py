@@ -1,7 +1,7 @@
 """A GenAI span → a `SpanRecord`: the session it belongs to and digests of what it did.
 
 The exact mapping is docs/contract.md §10. A record holds no raw content: arguments and
-results become SPEC §3 fingerprints here, read calls keep only digests of their targets
+results become docs/contract.md §3 fingerprints here, read calls keep only digests of their targets
 and their range, and a failure keeps its `error.type` (a class, not a message).
 """
 
@@ -19,7 +19,7 @@ from loopwatch.streams.otel.spans import STATUS_ERROR, Span
 SpanKind = Literal["chat", "tool"]
 Unrecorded = Literal["distinct", "names"]
 """What an unrecorded argument or result counts as: `distinct` (default) never equal to
-another; `names` equal for the same tool name (SPEC fingerprint of `{}` / null)."""
+another; `names` equal for the same tool name (the contract's fingerprint of `{}` / null)."""
 
 OPERATION = "gen_ai.operation.name"
 CONVERSATION_ID = "gen_ai.conversation.id"
@@ -62,7 +62,7 @@ class SpanRecord:
     result_fingerprint: str = ""
     error: str | None = None
     read_arguments: dict[str, Any] | None = None
-    """Read calls only: digests of `path`/`paths` and the range (SPEC §4 rule 3)."""
+    """Read calls only: digests of `path`/`paths` and the range (docs/contract.md §4 rule 3)."""
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -169,7 +169,7 @@ def _json_or_text(value: Any) -> Any:
 
 
 def _not_json(constant: str) -> Any:
-    # Python's json.dumps writes NaN and Infinity; JSON (and SPEC §3) has no such values
+    # Python's json.dumps writes NaN and Infinity; JSON (and docs/contract.md §3) has no such values
     raise ValueError(f"{constant} is not JSON")
 
 

@@ -201,7 +201,7 @@ def test_core_matches_the_extended_reference(acts: list, config: DetectionConfig
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(acts=actions)
 def test_the_seed_profile_is_the_seed_reference(acts: list) -> None:
-    # Whatever the extended state holds, the seed profile judges as SPEC §4 alone.
+    # Whatever the extended state holds, the seed profile judges as docs/contract.md §4 alone.
     events = build(acts)
     seed = reference.ReplaySession(DetectionConfig())
     state: SessionState | None = None

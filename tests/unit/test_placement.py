@@ -1,4 +1,5 @@
-"""Prompt placement (SPEC §6) for OpenAI Chat and Anthropic Messages: pure, no broker."""
+"""Prompt placement (docs/contract.md §6) for OpenAI Chat and Anthropic Messages: pure, no
+broker."""
 
 from __future__ import annotations
 

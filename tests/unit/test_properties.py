@@ -3,7 +3,7 @@
 (a) core == reference for every event of generated sessions; (b) bounded state over long
 sessions; (c) sessions never influence each other; (d) determinism; (e) snapshot round
 trips mid-session. Sessions are built from a small alphabet of tools and values so that
-loops, near-loops and every edge of SPEC §4 come up often.
+loops, near-loops and every edge of docs/contract.md §4 come up often.
 """
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ def test_core_matches_history_rescan_loop_dense(acts: list, config: DetectionCon
     check_against_reference(build_session(acts), config)
 
 
-# Known answers: they pin the reference to SPEC §4 and are checked against the core too.
+# Known answers: they pin the reference to docs/contract.md §4 and are checked against the core too.
 def _step(*calls: int) -> tuple[tuple[str, Any], str]:
     return (("step", [(c, 0, 0) for c in calls]), "next")
 

@@ -1,4 +1,4 @@
-"""Every rule and edge of SPEC §4, driven through the pure core."""
+"""Every rule and edge of docs/contract.md §4, driven through the pure core."""
 
 from __future__ import annotations
 

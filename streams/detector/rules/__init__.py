@@ -1,4 +1,4 @@
-"""The rules of SPEC §4 and docs/contract.md §9, one module each, and their order.
+"""The rules of docs/contract.md §4 and §9, one module each, and their order.
 
 A new rule is one new module (a `Rule`, with its own `Tracker` or one it shares) plus
 one line in `SEED_ORDER`. See `base` for the protocol and docs/architecture.md.

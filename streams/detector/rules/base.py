@@ -57,7 +57,7 @@ class Tracker(Generic[Part]):
 
     def on_result(self, part: Part, event: ToolResult, signature: str | None) -> Part:
         """A tool result; `signature`: `<call digest>:<result digest>`, or None when its
-        call cannot be resolved (it then matches nothing, SPEC §3)."""
+        call cannot be resolved (it then matches nothing, docs/contract.md §3)."""
         return part
 
     def to_snapshot(self, part: Part, *, copy: bool) -> Any:

@@ -1,4 +1,4 @@
-"""Rule 4, repeated_batch (SPEC §4): the same batch of tool calls, issued again.
+"""Rule 4, repeated_batch (docs/contract.md §4): the same batch of tool calls, issued again.
 
 A batch is the sorted list of a tool step's call fingerprints. The tracker counts the
 newest consecutive tool steps with the same batch; boundaries and results in between

@@ -1,4 +1,4 @@
-"""Rule 1, repeated_failed_mutation (SPEC §4): the same failed mutating call, again.
+"""Rule 1, repeated_failed_mutation (docs/contract.md §4): the same failed mutating call, again.
 
 Matches when the newest result since the boundary failed, comes from a mutating tool,
 and its run of identical results reaches `mutating_failure_threshold`.

@@ -1,4 +1,4 @@
-"""Rule 3, repeated_read_range (SPEC §4): the same range of one resource, read again.
+"""Rule 3, repeated_read_range (docs/contract.md §4): the same range of one resource, read again.
 
 The tracker keeps the chain of reads ending at the newest tool step: the target, and a
 count per range. A step whose calls all read the target extends the chain into the step

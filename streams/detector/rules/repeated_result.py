@@ -1,4 +1,4 @@
-"""Rule 2, repeated_result (SPEC §4): the same call gave the same result, again.
+"""Rule 2, repeated_result (docs/contract.md §4): the same call gave the same result, again.
 
 Matches when the run of identical results since the boundary (any tool, failed or not)
 reaches `threshold`.

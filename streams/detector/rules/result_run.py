@@ -1,6 +1,6 @@
 """The run of identical tool results since the latest boundary (read by rules 1 and 2).
 
-SPEC §4 rules 1-2: the newest results that share the newest one's signature,
+docs/contract.md §4 rules 1-2: the newest results that share the newest one's signature,
 consecutively; a different signature ends the run, assistant messages in between don't,
 a boundary starts afresh.
 """
