@@ -322,7 +322,7 @@ def _write(
 def _encoded(scanner: Scanner, event: AgentEvent, warnings_only: bool, episodes: bool) -> bytes:
     """The output lines of one event: its verdict (none for a duplicate, or without a
     warning under `warnings_only`), or with `episodes` the loop episodes it closed."""
-    verdict = scanner.process(event)
+    verdict = scanner.judge(event)
     if episodes:
         return b"".join(episode.to_json() + b"\n" for episode in scanner.closed_episodes)
     if verdict is not None and (verdict.warning is not None or not warnings_only):

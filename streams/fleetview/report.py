@@ -134,7 +134,7 @@ def collect(paths: Iterable[Path], config: DetectionConfig) -> ReportData:
                     if len(data.line_errors) < SHOWN_LINE_ERRORS:
                         data.line_errors.append(f"{path.name} line {number}: {exc}")
                     continue
-                verdict = scanner.process(event)
+                verdict = scanner.judge(event)
                 if verdict is None:
                     continue
                 session = data.sessions.setdefault(event.session_id, SessionTally())

@@ -61,7 +61,7 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
     def in_offset_order(name: str, handler: Any, topic: str) -> None:
         order = OffsetOrder(app)
 
-        async def process(stream: Any) -> None:
+        async def consume_in_order(stream: Any) -> None:
             async for event in stream.events():
                 message = event.message
                 if order.check(message.tp, message.offset):
@@ -78,7 +78,9 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
             order.forget(set(revoked))
 
-        app.agent(exported if topic == settings.spans_topic else rekeyed, name=name)(process)
+        app.agent(exported if topic == settings.spans_topic else rekeyed, name=name)(
+            consume_in_order
+        )
         app.timer(interval=1.0, name=f"{name}.offset_order")(heal)
         app.on_partitions_revoked.connect(on_revoked, weak=False)
 

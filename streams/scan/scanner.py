@@ -69,7 +69,7 @@ class Scanner:
         self.stats.episodes.update(episode.outcome for episode in closed)
         return closed
 
-    def process(self, event: AgentEvent) -> LoopVerdict | None:
+    def judge(self, event: AgentEvent) -> LoopVerdict | None:
         """The event's verdict, or None for a duplicate / out-of-order event. Loop
         episodes it closed are in `closed_episodes` until the next call."""
         sid = event.session_id
@@ -98,6 +98,6 @@ class Scanner:
 
     def run(self, events: Iterable[AgentEvent]) -> Iterator[LoopVerdict]:
         for event in events:
-            verdict = self.process(event)
+            verdict = self.judge(event)
             if verdict is not None:
                 yield verdict

@@ -34,7 +34,7 @@ from loopwatch.streams.worker.metrics import CONTENT_TYPE, Metrics
 from loopwatch.streams.worker.pipeline import PipelineOptions
 from loopwatch.streams.worker.policy_book import InvalidPolicy, PolicyBook
 from loopwatch.streams.worker.policy_follower import PolicyDeadLetters, PolicyFollower
-from loopwatch.streams.worker.readiness import AgentHealth, Readiness, serve_health
+from loopwatch.streams.worker.readiness import ProcessingHealth, Readiness, serve_health
 from loopwatch.streams.worker.store import TableSessionStore
 
 TABLE_NAME = "sessions"
@@ -118,7 +118,7 @@ def create_app(
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
     order = OffsetOrder(app)
-    health = AgentHealth()
+    health = ProcessingHealth()
 
     _process_events_inline(
         app, topics.events, table=table, order=order, handler=handler, health=health,
@@ -176,7 +176,7 @@ def _process_events_inline(
     table: SessionTable,
     order: OffsetOrder,
     handler: RecordHandler,
-    health: AgentHealth,
+    health: ProcessingHealth,
     outputs: Outputs,
 ) -> None:
     """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
@@ -184,14 +184,14 @@ def _process_events_inline(
 
     crash = app_crasher(app)
 
-    async def process(message: Any) -> None:
+    async def handle_fetched(message: Any) -> None:
         if order.check(message.tp, message.offset):
             order.busy = True
             try:
                 # the table's partition is the record's (faust takes it from the
                 # current event, which only a stream sets)
                 with table.writing_in(message.partition):
-                    await handler.process(message)
+                    await handler.handle(message)
             except Exception as exc:
                 # Not a bad record (those are dead letters: process_record never raises)
                 # but e.g. the outputs failing: the worker stops, its offset uncommitted;
@@ -206,8 +206,8 @@ def _process_events_inline(
 
     if isinstance(outputs, BatchedOutputs):  # a backlog: batches grow for the linger
         outputs.input_waiting = lambda: app.consumer.fetched_waiting > 0
-    app.topics.process_inline(topic, inline_callback(app, process))
-    app.loopwatch_process = process
+    app.topics.process_inline(topic, inline_callback(app, handle_fetched))
+    app.loopwatch_handle_fetched = handle_fetched
 
 
 def _guard_commits(

@@ -66,7 +66,7 @@ class RecordHandler:
         # it, so none is judged by a policy older than what the topic held.
         self._policies_loaded = policies_loaded
 
-    async def process(self, message: Any) -> None:
+    async def handle(self, message: Any) -> None:
         """Handle one record of the events topic (a faust `Message`: raw key and value,
         topic, partition, offset, timestamp, headers)."""
         if self._policies_loaded is not None and not self._policies_loaded.is_set():

@@ -23,12 +23,12 @@ from loopwatch.streams.worker.broker_outage import BrokerOutage
 
 
 @dataclass
-class AgentHealth:
+class ProcessingHealth:
     """Crashes of the events' processing (`streams.worker.app`; the worker stops after one), and
     whether a record was processed since."""
 
     crashes: int = 0
-    """`loopwatch_agent_crashes_total`."""
+    """`loopwatch_processing_crashes_total`."""
     last_error: str | None = None
     """The exception type of the last crash."""
     processed: int = 0
@@ -48,14 +48,14 @@ class AgentHealth:
 
 @dataclass
 class Readiness:
-    """Reads the worker's state when a probe asks; holds none of its own but the agent's."""
+    """Reads the worker's state when a probe asks; holds none of its own but the processing's health."""
 
     app: Any
     """The faust app (its consumer, rebalancing and recovery flags)."""
     events_topic: str
     outage: BrokerOutage
     producer_failed: Callable[[], bool] = lambda: False
-    agent: AgentHealth = field(default_factory=AgentHealth)
+    processing: ProcessingHealth = field(default_factory=ProcessingHealth)
     clock: Callable[[], float] = time.monotonic
 
     def partitions(self) -> list[int]:
@@ -76,9 +76,9 @@ class Readiness:
             reasons.append("rebalancing")
         if self.app.in_recovery:
             reasons.append("recovering the sessions table from its changelog")
-        if self.agent.stalled:
+        if self.processing.stalled:
             reasons.append(
-                f"stream agent crashed ({self.agent.last_error}) and has processed no record since"
+                f"event processing crashed ({self.processing.last_error}) and has processed no record since"
             )
         if self.outage.down_since is not None:
             down = self.clock() - self.outage.down_since
@@ -88,28 +88,37 @@ class Readiness:
         document: dict[str, Any] = {
             "ready": not reasons,
             "partitions": partitions,
-            "agent_crashes": self.agent.crashes,
+            "processing_crashes": self.processing.crashes,
+            # the name before 0.2 (faust's "agent"), kept for a release
+            "agent_crashes": self.processing.crashes,
         }
         if reasons:
             document["reasons"] = reasons
         return not reasons, document
 
 
-class _AgentCrashes(Collector):
-    def __init__(self, health: AgentHealth) -> None:
+class _ProcessingCrashes(Collector):
+    def __init__(self, health: ProcessingHealth) -> None:
         self.health = health
 
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
+            "loopwatch_processing_crashes",
+            "Crashes of the events' processing (/ready says when it is stalled).",
+            value=self.health.crashes,
+        )
+        # the name before 0.2 (faust calls its stream processors "agents"); kept for one
+        # release so that dashboards and alerts can move (docs/metrics.md)
+        yield CounterMetricFamily(
             "loopwatch_agent_crashes",
-            "Crashes of the stream agent (faust restarts it; /ready says when it is stalled).",
+            "Deprecated alias of loopwatch_processing_crashes_total.",
             value=self.health.crashes,
         )
 
 
 def serve_health(app: Any, readiness: Readiness, registry: CollectorRegistry) -> None:
-    """`/healthz` and `/ready` on the app's web server; `loopwatch_agent_crashes_total`."""
-    registry.register(_AgentCrashes(readiness.agent))
+    """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`."""
+    registry.register(_ProcessingCrashes(readiness.processing))
 
     async def healthz(web: Any, request: Any) -> Any:
         return web.json({"status": "ok"})

@@ -65,7 +65,7 @@ async def test_the_page_shows_the_loops_of_a_demo_run(
         # what the run actually published: its events, and the worker's warnings for them
         scanner = Scanner(settings.detection)
         for value in await read_all(settings, settings.events_topic):
-            scanner.process(decode_event(value))
+            scanner.judge(decode_event(value))
         expected_warnings = sum(scanner.stats.warnings.values())
         assert expected_warnings == sum(summary.warnings.values())
         published = [json.loads(v) for v in await read_all(settings, settings.warnings_topic)]

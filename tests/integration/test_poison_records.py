@@ -57,6 +57,6 @@ async def test_a_surrogate_record_is_a_dead_letter_and_the_partition_goes_on(
     reasons = [dict(r.headers)[HEADER_REASON].decode() for r in dead]
     assert reasons[0] == "agent_id: string is not valid Unicode (lone surrogate)"
     assert reasons[1] == "tool_calls.0.arguments: string is not valid Unicode (lone surrogate)"
-    assert status == 200 and ready["agent_crashes"] == 0, ready
+    assert status == 200 and ready["processing_crashes"] == 0, ready
     assert "Traceback" not in log
     assert all(json.loads(r.value)["warning"] is None for r in verdicts)

@@ -35,7 +35,12 @@ async def test_ready_names_the_partitions_and_healthz_answers(
         threads = _thread_names(worker.proc.pid)
     finally:
         worker.stop()
-    assert ready == {"ready": True, "partitions": [0, 1, 2], "agent_crashes": 0}
+    assert ready == {
+        "ready": True,
+        "partitions": [0, 1, 2],
+        "processing_crashes": 0,
+        "agent_crashes": 0,
+    }
     assert healthz == (200, {"status": "ok"})
     # The Kafka consumer runs on the worker's event loop (streams.kafka.faust_ext.loop_consumer),
     # not in a thread of its own as faust runs it.

@@ -111,7 +111,7 @@ def scan_episodes(events: list[AgentEvent]) -> list[bytes]:
     scanner = Scanner(DetectionConfig())
     closed: list[bytes] = []
     for event in events:
-        scanner.process(event)
+        scanner.judge(event)
         closed.extend(episode.to_json() for episode in scanner.closed_episodes)
     return closed
 

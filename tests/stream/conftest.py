@@ -117,7 +117,7 @@ class Harness:
         topic = self.app.loopwatch_topics.events.get_topic_name()
         message = Message(topic, 0, self.offset, time.time(), 0, [], key, value, None)
         self.offset += 1
-        await self.app.loopwatch_process(message)
+        await self.app.loopwatch_handle_fetched(message)
 
     async def put_event(self, event: AgentEvent) -> None:
         await self.put(event.model_dump_json().encode(), key=event.session_id.encode())

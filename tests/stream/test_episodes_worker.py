@@ -32,7 +32,7 @@ def _scan_episodes(b: SessionBuilder) -> list[bytes]:
     scanner = Scanner(DetectionConfig())
     out: list[bytes] = []
     for event in b.events:
-        scanner.process(event)
+        scanner.judge(event)
         out.extend(episode.to_json() for episode in scanner.closed_episodes)
     return out
 

@@ -149,7 +149,7 @@ def test_the_shared_trajectories_render(tmp_path: Path) -> None:
         with path.open("rb") as source:
             for line in source:
                 if line.strip():
-                    scanner.process(decode_event(line))
+                    scanner.judge(decode_event(line))
     totals = numbers["totals"]
     assert totals["events"] == scanner.stats.events
     assert totals["sessions"] == len(scanner.stats.sessions)
