@@ -48,7 +48,8 @@ class ProcessingHealth:
 
 @dataclass
 class Readiness:
-    """Reads the worker's state when a probe asks; holds none of its own but the processing's health."""
+    """Reads the worker's state when a probe asks; holds none of its own but the
+    processing's health."""
 
     app: Any
     """The faust app (its consumer, rebalancing and recovery flags)."""
@@ -78,7 +79,8 @@ class Readiness:
             reasons.append("recovering the sessions table from its changelog")
         if self.processing.stalled:
             reasons.append(
-                f"event processing crashed ({self.processing.last_error}) and has processed no record since"
+                f"event processing crashed ({self.processing.last_error}) "
+                "and has processed no record since"
             )
         if self.outage.down_since is not None:
             down = self.clock() - self.outage.down_since
