@@ -11,6 +11,7 @@ to the newest message at the time it is first handed out instead, so it only app
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from loopwatch.models import LoopVerdict, LoopWarning
@@ -67,8 +68,15 @@ class Ledger:
     def has_verdict(self, through_seq: int) -> bool:
         return self.received_through is not None and self.received_through >= through_seq
 
-    def warnings(self) -> list[PlacedWarning]:
-        """Every warning received so far, anchored; call it when building a prompt."""
+    def placed(self) -> list[PlacedWarning]:
+        """The warnings handed out so far, with their anchors. Reads only."""
+        return list(self._placed)
+
+    def hand_out(self) -> list[PlacedWarning]:
+        """Anchor the warnings received since the last hand-out, then every warning handed
+        out so far; call it when building a prompt. A warning whose event is not newer
+        than the previous hand-out's newest event is late: it is anchored to the newest
+        message instead of its own."""
         for verdict, own_message in self._unplaced:
             assert verdict.warning is not None
             anchor = own_message
@@ -78,12 +86,20 @@ class Ledger:
             self._placed.append(PlacedWarning(verdict.seq, anchor, verdict.warning))
         self._unplaced.clear()
         self._handed_through = self.last_seq
-        return list(self._placed)
+        return self.placed()
 
-    def warnings_by_message(self) -> dict[int, list[str]]:
-        """Warning texts keyed by history message index, as `placement` takes them."""
-        by_message: dict[int, list[str]] = {}
-        for placed in self.warnings():
-            if placed.message_index is not None:
-                by_message.setdefault(placed.message_index, []).append(placed.warning.message)
-        return by_message
+
+def warnings_by_message(
+    placed: Iterable[PlacedWarning], index_of: Callable[[int], int | None] | None = None
+) -> dict[int, list[str]]:
+    """Warning texts keyed by message index, as `placement` takes them. `index_of` maps a
+    warning's message index to the index in the history being sent (None: left out, e.g.
+    trimmed away); by default the index is kept."""
+    by_message: dict[int, list[str]] = {}
+    for warning in placed:
+        index = warning.message_index
+        if index is not None and index_of is not None:
+            index = index_of(index)
+        if index is not None:
+            by_message.setdefault(index, []).append(warning.warning.message)
+    return by_message

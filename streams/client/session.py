@@ -12,7 +12,7 @@ from typing import Any
 
 from loopwatch.models import LoopVerdict
 from loopwatch.streams.client.encoding import Call, EventEncoder
-from loopwatch.streams.client.ledger import Ledger, PlacedWarning
+from loopwatch.streams.client.ledger import Ledger, PlacedWarning, warnings_by_message
 from loopwatch.streams.client.stats import ClientStats
 from loopwatch.streams.client.timeline import Arrival, PendingEvent, VerdictTimeline
 
@@ -212,8 +212,9 @@ class Session:
                 target,
                 timeout,
             )
-        return VerdictWait(target, complete, waited, tuple(self._ledger.warnings()), timeline)
+        return VerdictWait(target, complete, waited, tuple(self._ledger.hand_out()), timeline)
 
     def warnings_by_message(self) -> dict[int, list[str]]:
-        """Received warnings keyed by history message index, for `placement`."""
-        return self._ledger.warnings_by_message()
+        """Received warnings keyed by history message index, for `placement` (hands out
+        the warnings received since the last wait, as `verdicts()` does)."""
+        return warnings_by_message(self._ledger.hand_out())

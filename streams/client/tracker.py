@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopwatch.streams.client.history import Format, HistoryEvent, HistoryReader, ToolError
+from loopwatch.streams.client.ledger import warnings_by_message
 from loopwatch.streams.client.placement import (
     WarningsByMessage,
     place_anthropic,
@@ -86,13 +87,9 @@ class HistoryTracker:
         numbers = await self._publish_new(messages, system)
         wait = await self.session.verdicts(timeout=self._timeout)
         self.last_wait = wait
+        # message numbers to indexes in `messages`; a trimmed message's warning is left out
         index_of = {number: index for index, number in enumerate(numbers)}
-        by_index: dict[int, list[str]] = {}
-        for placed in wait.warnings:
-            index = index_of.get(placed.message_index) if placed.message_index is not None else None
-            if index is not None:  # else its message was trimmed away
-                by_index.setdefault(index, []).append(placed.warning.message)
-        return by_index
+        return warnings_by_message(wait.warnings, index_of.get)
 
     async def prompt(
         self, messages: Sequence[Message], *, system: str | None = None

@@ -16,7 +16,7 @@ from loopwatch.models import (
     decode_event,
 )
 from loopwatch.streams.client.encoding import WITHHELD_ERROR, Call, EventEncoder
-from loopwatch.streams.client.ledger import Ledger
+from loopwatch.streams.client.ledger import Ledger, PlacedWarning, warnings_by_message
 from loopwatch.streams.client.reader import partition_for
 from loopwatch.streams.scan.scanner import Scanner
 
@@ -112,21 +112,36 @@ def test_ledger_anchors_warnings_to_their_messages() -> None:
         assert ledger.received(verdict(seq, warned=seq in (1, 3)))
     assert ledger.has_verdict(3)
     assert not ledger.received(verdict(2, warned=True))  # redelivered: ignored
-    assert ledger.warnings_by_message() == {1: ["w1"], 2: ["w3"]}
+    assert ledger.placed() == []  # reading hands nothing out
+    assert warnings_by_message(ledger.hand_out()) == {1: ["w1"], 2: ["w3"]}
+    assert warnings_by_message(ledger.placed()) == {1: ["w1"], 2: ["w3"]}
 
 
 def test_ledger_appends_a_late_warning_instead_of_rewriting_the_prompt() -> None:
     ledger = Ledger()
     ledger.published(0, 0)
     ledger.published(1, 1)
-    assert ledger.warnings_by_message() == {}  # prompt built before the verdicts came
+    assert ledger.hand_out() == []  # prompt built before the verdicts came
     ledger.published(2, 2)
     ledger.published(3, 3)
     ledger.received(verdict(0, warned=False))
     ledger.received(verdict(1, warned=True))  # late: message 1 is already in a prompt
     ledger.received(verdict(2, warned=True))  # on time: message 2 is new
-    assert ledger.warnings_by_message() == {3: ["w1"], 2: ["w2"]}
-    assert ledger.warnings_by_message() == {3: ["w1"], 2: ["w2"]}  # stable once placed
+    before = ledger.placed()
+    assert warnings_by_message(ledger.placed()) == {}  # reading anchors nothing
+    assert ledger.placed() == before
+    assert warnings_by_message(ledger.hand_out()) == {3: ["w1"], 2: ["w2"]}
+    assert warnings_by_message(ledger.hand_out()) == {3: ["w1"], 2: ["w2"]}  # stable once placed
+
+
+def test_warnings_by_message_maps_indexes_and_leaves_out_trimmed_messages() -> None:
+    placed = [
+        PlacedWarning(0, 4, verdict(0, warned=True).warning),
+        PlacedWarning(1, 7, verdict(1, warned=True).warning),
+        PlacedWarning(2, None, verdict(2, warned=True).warning),
+    ]
+    assert warnings_by_message(placed) == {4: ["w0"], 7: ["w1"]}
+    assert warnings_by_message(placed, {7: 0}.get) == {0: ["w1"]}
 
 
 def test_partition_for_matches_the_java_client_murmur2() -> None:
