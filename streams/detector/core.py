@@ -323,11 +323,3 @@ def _warning(
         }
     )
     return warning
-
-
-def evaluate(
-    state: SessionState, config: DetectionConfig, texts: WarningTexts = DEFAULT_TEXTS
-) -> LoopWarning | None:
-    """The first enabled rule that matches the state, as a warning."""
-    match = first_match(state, config)
-    return None if match is None else warning_of(match, texts)

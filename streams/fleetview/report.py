@@ -108,10 +108,6 @@ class ReportData:
         }
 
 
-def repeat_bucket(peak_count: int) -> int:
-    return next(i for i, (_, top) in enumerate(REPEAT_BUCKETS) if peak_count <= top)
-
-
 def collect(paths: Iterable[Path], config: DetectionConfig) -> ReportData:
     """Scan every file (JSON lines of events, as `loopwatch scan` reads) in order.
 
