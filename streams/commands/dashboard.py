@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from typing import Any
 
 from loopwatch.streams.commands.options import port
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
-from loopwatch.streams.fleetview.server import DashboardError, start_dashboard
+from loopwatch.streams.fleetview.server import (
+    DEFAULT_PORT,
+    DashboardError,
+    start_dashboard,
+    until_interrupted,
+)
 from loopwatch.streams.kafka.admin import BrokerUnreachable
 from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
-DEFAULT_PORT = 8050
 DEFAULT_SINCE_MINUTES = 60.0
 
 
@@ -103,12 +106,8 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
         since_seconds=args.since * 60,
     )
     print(f"loopwatch dashboard: {dashboard.url} (Ctrl-C stops it)", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await until_interrupted()
     finally:
         await dashboard.stop()
     return 0

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopwatch.streams.commands.dashboard import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
 from loopwatch.streams.commands.options import (
     bootstrap_servers,
     existing_dir,
@@ -27,6 +26,7 @@ from loopwatch.streams.demo.naming import demo_names, new_run_prefix
 from loopwatch.streams.demo.page import DemoPage
 from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess
+from loopwatch.streams.fleetview.server import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
 from loopwatch.streams.kafka.admin import (
     BrokerUnreachable,
     TopicError,

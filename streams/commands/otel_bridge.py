@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
-from loopwatch.streams.commands.worker import add_service_options, run_service
+from loopwatch.streams.commands.service import add_service_options, run_service
 from loopwatch.streams.settings import SettingsError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from loopwatch.models import ConfigError
+from loopwatch.streams.commands.detection_options import add_threshold_options, detection_config
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
 from loopwatch.streams.commands.options import output_file
-from loopwatch.streams.commands.scan import add_threshold_options, detection_config
 from loopwatch.streams.fleetview.report import collect, render_html, summary_lines
 
 

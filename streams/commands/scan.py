@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import IO, Any
 
@@ -20,7 +19,6 @@ from loopwatch.models import (
     DEFAULT_KEY,
     AgentEvent,
     ConfigError,
-    DetectionConfig,
     InvalidEvent,
     InvalidPolicy,
     Policy,
@@ -29,6 +27,7 @@ from loopwatch.models import (
     parse_policy,
 )
 from loopwatch.streams.client.history import FORMATS
+from loopwatch.streams.commands.detection_options import add_threshold_options, detection_config
 from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.scan.transcripts import (
@@ -36,28 +35,14 @@ from loopwatch.streams.scan.transcripts import (
     looks_like_transcript,
     read_conversations,
 )
-from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
+from loopwatch.streams.settings import SettingsError
 
 EXIT_LOOP_FOUND = 1
 """`--fail-on-loop` and a warning was found."""
 EXIT_INVALID_INPUT = 3
 """`--strict` and some input line was invalid."""
 
-_INTEGER = re.compile(r"^[+-]?\d+$")
 _PROGRESS_EVERY = 20_000
-# The flags that override the environment's detection settings.
-_FLAGS = ("profile", "threshold", "mutating_failure_threshold")
-# The worker's settings that make up its detection config (Settings.detection).
-_DETECTION_SETTINGS = frozenset(
-    {
-        "profile",
-        "threshold",
-        "mutating_failure_threshold",
-        "call_in_turn_threshold",
-        "cycle_threshold",
-        "result_aware_batches",
-    }
-)
 EVENTS_FORMAT = "events"
 
 
@@ -115,42 +100,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "last, as expired",
     )
     parser.set_defaults(handler=run)
-
-
-def add_threshold_options(parser: argparse.ArgumentParser) -> None:
-    """`--threshold` and `--mutating-failure-threshold`; unset, the worker's settings (or
-    DetectionConfig's defaults) apply."""
-    defaults = DetectionConfig()
-    parser.add_argument(
-        "--threshold",
-        help=f"rules 2-4 threshold (default: LOOPWATCH_THRESHOLD, else {defaults.threshold})",
-    )
-    parser.add_argument(
-        "--mutating-failure-threshold",
-        help="rule 1 threshold (default: LOOPWATCH_MUTATING_FAILURE_THRESHOLD, else "
-        f"{defaults.mutating_failure_threshold})",
-    )
-
-
-def detection_config(
-    args: argparse.Namespace, environ: Mapping[str, str] | None = None
-) -> DetectionConfig:
-    """The flags (`--profile`, `--threshold`, `--mutating-failure-threshold`), else the
-    worker's detection settings in `environ` (validated by the worker's own parsers),
-    else the defaults. Raises ConfigError (a bad flag) or SettingsError (a bad variable)."""
-    environ = {} if environ is None else environ
-    variables = {
-        name
-        for field, (name, _parse) in ENVIRONMENT.items()
-        if field in _DETECTION_SETTINGS or field.startswith("rule_")
-    }
-    base = Settings.from_env({k: v for k, v in environ.items() if k in variables}).detection
-    values: dict[str, object] = base.model_dump()
-    for key in _FLAGS:
-        flag: str | None = getattr(args, key, None)
-        if flag is not None:
-            values[key] = int(flag) if _INTEGER.match(flag.strip()) else flag
-    return DetectionConfig(**values)
 
 
 def _policy(path: str) -> Policy:

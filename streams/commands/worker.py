@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_USAGE
-from loopwatch.streams.commands.options import positive_float
-from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, TopicOutcome, create_topics
+from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.service import add_service_options, run_service
+from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.settings import Settings, SettingsError
-from loopwatch.streams.worker.broker_outage import BrokerOutage
-from loopwatch.streams.worker.broker_outage import install as install_outage_filter
-from loopwatch.streams.worker.log_format import use_json
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -28,22 +22,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_service_options(parser)
     parser.set_defaults(handler=run)
-
-
-def add_service_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a command that runs a stream app as a service."""
-    parser.add_argument(
-        "--loglevel",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="faust/worker log level (default: info)",
-    )
-    parser.add_argument(
-        "--topic-timeout",
-        type=positive_float,
-        default=30.0,
-        help="seconds to wait for the broker while ensuring topics (default: 30)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,63 +43,3 @@ def run(args: argparse.Namespace) -> int:
         build_app,
         log_format=settings.log_format,
     )
-
-
-def run_service(
-    command: str,
-    args: argparse.Namespace,
-    ensure_topics: Callable[[float], Awaitable[list[TopicOutcome]]],
-    build_app: Callable[[], Any],
-    log_format: str = "text",
-) -> int:
-    """Ensure the topics (printing each), then run the app until SIGTERM/SIGINT."""
-    # One loop for the topic check and the app: faust binds to the current loop.
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        for outcome in loop.run_until_complete(ensure_topics(args.topic_timeout)):
-            state = "created" if outcome.created else "exists"
-            print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
-    except (BrokerUnreachable, TopicError) as exc:
-        print(f"loopwatch {command}: {exc}", file=sys.stderr)
-        loop.close()
-        return EXIT_KAFKA
-    app = build_app()
-    # the worker's app watches broker outages (streams.worker.broker_outage); others may not
-    outage = getattr(app, "loopwatch_outage", None)
-    return run_faust_app(app, args.loglevel, loop, log_format=log_format, outage=outage)
-
-
-def run_faust_app(
-    app: Any,
-    loglevel: str,
-    loop: asyncio.AbstractEventLoop,
-    *,
-    log_format: str = "text",
-    outage: BrokerOutage | None = None,
-) -> int:
-    """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
-    broker outages in the log (streams.worker.broker_outage) instead of aiokafka's line per
-    retry."""
-    # lazy: `loopwatch --help` and scan need no faust
-    from loopwatch.streams.kafka.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
-
-    class ServiceWorker(FaustServiceWorker):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            if not self.stdout.isatty():  # no spinner escape codes in a log file
-                self.spinner = None
-
-        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            super().on_setup_root_logger(logger, level)
-            if log_format == "json":
-                use_json(logger)
-            if outage is not None:
-                install_outage_filter(outage)
-
-    worker = ServiceWorker(app, loglevel=loglevel, loop=loop)
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0

@@ -3,12 +3,15 @@ start (port taken, topic missing) is reported in one line and the demo goes on."
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from typing import IO
 
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
-from loopwatch.streams.fleetview.server import Dashboard, DashboardError, start_dashboard
+from loopwatch.streams.fleetview.server import (
+    Dashboard,
+    DashboardError,
+    start_dashboard,
+    until_interrupted,
+)
 from loopwatch.streams.kafka.admin import BrokerUnreachable
 from loopwatch.streams.settings import Settings
 
@@ -41,15 +44,7 @@ class DemoPage:
         if self.dashboard is None:
             return
         self._say(f"the fleet page stays up at {self.dashboard.url}; Ctrl-C ends the demo")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await stop.wait()
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+        await until_interrupted()
 
     async def stop(self) -> None:
         if self.dashboard is not None:

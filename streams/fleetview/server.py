@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
+DEFAULT_PORT = 8050
+"""The fleet page's port unless told otherwise (`loopwatch dashboard`, the demo)."""
 MAX_UPDATES_PER_SECOND = 4
 KEEPALIVE_SECONDS = 15.0
 """A comment line this often keeps proxies from closing an idle event stream."""
@@ -149,3 +152,16 @@ async def start_dashboard(
     task.add_done_callback(_report_end)
     shown = f"[{host}]" if ":" in host else host
     return Dashboard(feed, runner, task, f"http://{shown}:{bound}/")
+
+
+async def until_interrupted() -> None:
+    """Return at SIGINT (Ctrl-C) or SIGTERM; the handlers are removed again."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
