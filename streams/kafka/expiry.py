@@ -9,8 +9,10 @@ the agent write the table (the deleted key lives in the same partition).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from typing import Any, TypeVar
 
 from pydantic_core import TzInfo
 
@@ -105,3 +107,27 @@ class ExpiryIndex:
                 del index.deadlines[session_id]
                 expired.append(session_id)
         return expired
+
+
+Stored = TypeVar("Stored")
+
+
+def index_changelog_record(
+    index: ExpiryIndex,
+    message: Any,
+    decode: Callable[[bytes], Stored],
+    touch: Callable[[int, str, Stored], None],
+) -> None:
+    """One record of a table's changelog, read while the table recovers: a tombstone
+    forgets its session; a stored value is decoded and handed to `touch` with its
+    partition and session id. A value that does not decode is passed over: the table
+    keeps it, and the session's next event writes it anew."""
+    session_id = message.key.decode() if message.key else ""
+    if message.value is None:
+        index.forget(message.partition, session_id)
+        return
+    try:
+        stored = decode(message.value)
+    except (ValueError, KeyError, TypeError):
+        return
+    touch(message.partition, session_id, stored)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
-from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.expiry import ExpiryIndex, index_changelog_record
 from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.otel.mapping import SpanRecord, to_record
 from loopwatch.streams.otel.ordering import BridgeSession, admit, is_full, release
@@ -193,16 +193,7 @@ class OtelBridge:
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the deadlines from them."""
-        message = event.message
-        session_id = message.key.decode() if message.key else ""
-        if message.value is None:
-            self._deadlines.forget(message.partition, session_id)
-            return
-        try:
-            session = BridgeSession.decode(message.value)
-        except (ValueError, KeyError, TypeError):
-            return
-        self._index(message.partition, session_id, session)
+        index_changelog_record(self._deadlines, event.message, BridgeSession.decode, self._index)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:

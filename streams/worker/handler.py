@@ -20,7 +20,7 @@ from typing import Any
 import pydantic_core
 
 from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
-from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.expiry import ExpiryIndex, index_changelog_record
 from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.kafka.topics import Topics
 from loopwatch.streams.worker.metrics import Metrics
@@ -185,16 +185,10 @@ class RecordHandler:
 
     async def on_changelog_event(self, event: Any) -> None:
         """Recovery reads each changelog record: rebuild the expiry index from them."""
-        message = event.message
-        session_id = message.key.decode() if message.key else ""
-        if message.value is None:
-            self._expiry.forget(message.partition, session_id)
-            return
-        try:
-            record = SessionRecord.decode(message.value)
-        except (ValueError, KeyError, TypeError):
-            return
-        self._expiry.touch(message.partition, session_id, record.last_ts, ended=record.ended)
+        index_changelog_record(self._expiry, event.message, SessionRecord.decode, self._recovered)
+
+    def _recovered(self, partition: int, session_id: str, record: SessionRecord) -> None:
+        self._expiry.touch(partition, session_id, record.last_ts, ended=record.ended)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:
