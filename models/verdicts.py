@@ -85,8 +85,8 @@ class LoopVerdict(BaseModel):
         """The wire form: compact JSON, UTF-8."""
         if self.warning is None and self.policy is None:
             # Most verdicts: the serializer's bytes, with its own encoder for each value
-            # that varies, put in the fixed frame (~1.4 us instead of ~2.6, once per event;
-            # tests/unit/test_verdict_bytes.py holds the two equal).
+            # that varies, put in the fixed frame: cheaper than the serializer, once per
+            # event (tests/unit/test_verdict_bytes.py holds the two equal).
             event_ts = _json_value(self.event_ts)
             evaluated_at = (
                 event_ts if self.evaluated_at is self.event_ts else _json_value(self.evaluated_at)

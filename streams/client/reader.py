@@ -4,13 +4,13 @@ A manually assigned consumer (no group: nothing to rebalance, no offsets to comm
 holds every partition of the topic from the client's start, positioned at the end
 offsets taken then, and never changes that assignment. So opening or closing a session
 costs no broker round trip, and the long-poll fetch in flight is never abandoned
-(re-`assign`ing per session did both: verdicts whose delivery overlapped a reassignment
-waited for the next fetch, p99 ~212 ms against ~22 ms for the rest). No verdict of a
+(re-`assign`ing per session did both, and verdicts whose delivery overlapped a
+reassignment waited for the next fetch: docs/performance.md). No verdict of a
 session opened later can be missed: the positions were taken before it published.
 
 The price: the client receives the verdicts of the whole fleet. Records of sessions this
-process does not watch are skipped by key before decoding (about 1 µs each); the traffic
-is ~0.5 KB per verdict of the fleet per runtime process.
+process does not watch are skipped by key before decoding; the traffic is one verdict
+record of the fleet per verdict per runtime process.
 """
 
 from __future__ import annotations

@@ -33,12 +33,12 @@ from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 from loopwatch.streams.detector.tools import fingerprint_digest, id_digest, short_digest
 
 # LoopVerdict(...) with the same validation (and fields set) minus BaseModel.__init__'s
-# own overhead: ~1.5 us of the ~4 us a verdict took, on every event.
+# own overhead, which runs on every event (docs/performance.md, "Hot-path choices").
 _validate_verdict = LoopVerdict.__pydantic_validator__.validate_python
 _validate_warning = LoopWarning.__pydantic_validator__.validate_python
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class Match:
     """The first rule that matched, and what it reports (`hit.subject` says what
     repeated: loop episodes key on it)."""
@@ -77,7 +77,7 @@ def observe(
     return observation.state, observation.verdict
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class Observation:
     """What one event did: the new state, its verdict, and its loop episodes."""
 
@@ -195,8 +195,8 @@ def advance(
             state.loops,
         )
     parts = new.parts
-    # Dispatch on the discriminator: a str compare, where isinstance on a pydantic
-    # model costs ~0.1 us a test (up to four per event).
+    # Dispatch on the discriminator: a str compare is cheaper than isinstance on a
+    # pydantic model, tested up to four times per event.
     if event.type == "tool_result":
         signature = _signature(new, event)
         for index, on_result in rules.on_result:
@@ -305,7 +305,7 @@ def _default_warning(
 ) -> LoopWarning:
     """A warning in the default texts, remembered for the 4,096 newest: the same
     (rule, tools, count, threshold) comes back in every session stuck the same way, and
-    rendering and validating it cost ~2 us. A frozen model, so sharing it is safe; pure,
+    rendering and validating it is costly. A frozen model, so sharing it is safe; pure,
     so the cache changes the cost only."""
     return _warning(DEFAULT_TEXTS, name, tool_names, count, threshold)
 

@@ -35,7 +35,7 @@ and only makes the step count as completed a little early)."""
 _validate_episode = LoopEpisode.__pydantic_validator__.validate_python
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class OpenEpisode:
     """An episode still going on: what its warnings said so far."""
 
@@ -145,7 +145,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     return pending, False
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class EpisodeChanges:
     """What one event did to a session's episodes."""
 

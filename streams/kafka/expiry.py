@@ -25,7 +25,7 @@ def epoch_seconds(ts: datetime) -> float:
     """`ts.timestamp()`: the same float, at about half the cost for the fixed-offset
     zones events are decoded with. Aware datetimes with the same tzinfo object subtract
     without asking it for their offsets; `timestamp()` subtracts the UTC epoch, which
-    calls pydantic's tzinfo (~0.2 us a call). For a fixed offset o, `ts` minus the epoch
+    calls pydantic's tzinfo. For a fixed offset o, `ts` minus the epoch
     in ts's own zone is ts's UTC time minus the epoch, to the microsecond, and
     `total_seconds()` divides those microseconds as `timestamp()` does."""
     zone = ts.tzinfo

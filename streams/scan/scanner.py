@@ -78,7 +78,7 @@ class Scanner:
             states.get(sid), event, self.config, texts=self.texts, policy=self.policy
         )
         closed = self.closed_episodes = observation.closed
-        if closed:  # (rare: Counter.update costs ~1 us even when given nothing)
+        if closed:  # rare; Counter.update costs even when given nothing
             stats.episodes.update(episode.outcome for episode in closed)
         verdict = observation.verdict
         if verdict is None:

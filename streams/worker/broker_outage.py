@@ -1,6 +1,6 @@
 """A broker outage in the worker's log: one line when it starts, a summary every 30 s while
-it lasts, one line when it ends, instead of aiokafka's line per retry (~2,900 lines in a
-24 s outage, measured).
+it lasts, one line when it ends, instead of aiokafka's line per retry (thousands of lines for an
+outage of seconds; docs/performance.md, "Hot-path choices").
 
 aiokafka logs every failed connection, metadata update, fetch and coordinator lookup at
 ERROR, and keeps retrying on its own (the worker recovers by itself). `OutageLogFilter`

@@ -60,7 +60,7 @@ class PipelineOptions:
     by its policy instead of `detection`, and the verdict names that policy."""
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class Processed:
     """A new event: its record is stored (None: the session's key was deleted); publish
     `payload` and `episode_payloads`. `expired`: (session id, ended) of the sessions
@@ -127,7 +127,7 @@ def process_record(
     cannot stop its partition (faust would restart the agent on the same record for
     ever). What the store already holds of that record stays.
     """
-    # (A try here, not a decorator: its *args/**kwargs repacking ran on every record.)
+    # a try here rather than a decorator: this runs for every record
     try:
         return _process(key, value, store, options, expiry, partition=partition, now=now)
     except Exception as exc:
@@ -238,8 +238,8 @@ def _carried(
     Only the acknowledged front goes: one acknowledged behind one in flight stays until
     that one is acknowledged too, and the commit's write leaves it out
     (`TableSessionStore._unconfirmed_only`). So this costs O(1) per event when a backlog
-    is processed faster than its sends are acknowledged: checking every item each time
-    was ~12% of the worker's samples there, with ~100 verdicts per session in flight.
+    is processed faster than its sends are acknowledged, where checking every item each
+    time was a large share of the worker's CPU (docs/performance.md, "Hot-path choices").
     What is kept still holds every unacknowledged item, which is all a replay needs."""
     is_unconfirmed = store.is_unconfirmed
     for start, (seq, _) in enumerate(items):

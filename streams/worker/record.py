@@ -23,7 +23,7 @@ Unconfirmed = tuple[tuple[int, bytes], ...]
 """(seq, JSON payload) of records sent for that event but not all acknowledged yet."""
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class SessionRecord:
     """One table value. `state` is None once the session ended (kept briefly so replays
     of its events stay duplicates; then deleted, see `expiry`)."""

@@ -23,8 +23,8 @@ MAX_PENDING_WRITES = 4096
 """Sessions noted for the next write (deferred writes); at this many they are written at
 once, without waiting for the commit."""
 WRITES_PER_TURN = 32
-"""Noted records `write_pending_in_turns` encodes and writes per event-loop turn (about
-1 ms at 20-30 us each): the commit's ~500 writes in one go held the loop 3-38 ms."""
+"""Noted records `write_pending_in_turns` encodes and writes per event-loop turn, so that
+a commit's writes never hold the loop for long (docs/performance.md, "Hot-path choices")."""
 
 VerdictId = tuple[str, int]
 """(session_id, seq)."""

@@ -20,7 +20,7 @@ from loopwatch.models import AssistantMessage, DetectionConfig, RuleName, ToolRe
 Part = TypeVar("Part")
 
 
-@dataclass(slots=True)  # never mutated (frozen: ~2x the cost per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class Hit:
     """What a matching rule reports."""
 

@@ -15,7 +15,7 @@ from loopwatch.streams.detector.rules.base import Hit, Rule, Tracker
 from loopwatch.streams.detector.tools import short_digest
 
 
-@dataclass(slots=True)  # never mutated (frozen costs ~2x per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class BatchRun:
     digest: str | None = None
     """Digest of the newest tool step's batch; None after a text step."""

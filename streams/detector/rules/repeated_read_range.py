@@ -54,7 +54,7 @@ def read_range(arguments: dict[str, Any]) -> str:
     offset = arguments.get("offset", "0")
     if isinstance(offset, str):
         key = offset
-    elif type(offset) is int:  # json.dumps writes an int as int.__repr__ does (~1 us less)
+    elif type(offset) is int:  # json.dumps writes an int as int.__repr__ does, and faster
         key = int.__repr__(offset)
     elif isinstance(offset, int | float) and not isinstance(offset, bool):
         key = json.dumps(offset)
@@ -64,7 +64,7 @@ def read_range(arguments: dict[str, Any]) -> str:
     return key if len(key) <= _MAX_RANGE_KEY_CHARS else "#" + short_digest(key)
 
 
-@dataclass(slots=True)  # never mutated (frozen costs ~2x per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class ReadChain:
     tool: str | None = None
     """Tool name of the chain's target; None when there is no live chain."""

@@ -14,7 +14,7 @@ from loopwatch.models import ToolResult
 from loopwatch.streams.detector.rules.base import Tracker
 
 
-@dataclass(slots=True)  # never mutated (frozen costs ~2x per construction)
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class ResultRun:
     signature: str | None = None
     """Signature of the newest result since the boundary (None: none, or unsigned)."""

@@ -45,7 +45,8 @@ class Unit:
     tools: tuple[str, ...]
 
 
-@dataclass(slots=True)  # never mutated once returned (frozen costs ~2x per construction)
+# never mutated once returned; not frozen: built per event (docs/performance.md)
+@dataclass(slots=True)
 class Steps:
     """A tracker part: every update returns a new one (a session's state shares it)."""
 
@@ -226,8 +227,8 @@ def _append(
     units: tuple[Unit, ...], tails: tuple[int, int, int, int], unit: Unit
 ) -> tuple[tuple[Unit, ...], tuple[int, int, int, int]]:
     # Per period L = 2..5: the tail grows when the unit L back equals the new one, else
-    # it restarts at min(size + 1, L). Spelled out: a closure called four times cost ~1 us
-    # per completed step.
+    # it restarts at min(size + 1, L). Spelled out rather than a closure called four
+    # times: this runs for every completed step.
     size = len(units)
     digest = unit.digest
     p2, p3, p4, p5 = tails

@@ -17,8 +17,8 @@ alone goes at once.
 
 Off by default (`LOOPWATCH_FETCH_WAIT_MS=0`): the broker's wait starts when the fetch
 arrives, not with the first record, so a record that comes just after a fetch waits the
-whole wait. With 2 ms the worker took 17% less CPU per paced event, and the median wait
-per model call rose from 6.6 to 11.3 ms, with no better p99, on this project's machines.
+whole wait: it trades worker CPU for wait per model call (the figures: docs/performance.md,
+"The adaptive fetch wait").
 
 The wait is one for all the brokers a worker fetches from (aiokafka builds each node's
 request from the same two values): with several, the last response sets the next
