@@ -8,14 +8,31 @@ The README's configuration table lists the same variables as `ENVIRONMENT` below
 from __future__ import annotations
 
 import os
-import re
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, ValidationError
 
 from loopwatch.models import ALL_RULES, DetectionConfig, Profile
+from loopwatch.streams.env_values import (
+    Parser,
+    SettingsError,
+    boolean,
+    choice,
+    existing_file,
+    integer,
+    milliseconds,
+    port,
+    secret,
+    servers,
+    store,
+    switch,
+    text,
+    topic_name,
+)
+
+__all__ = ["ENVIRONMENT", "Settings", "SettingsError"]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -34,10 +51,6 @@ MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
 DEFAULT_DETECTION = DetectionConfig()
 """The threshold defaults are DetectionConfig's (models), stated once there."""
-
-
-class SettingsError(ValueError):
-    """An invalid setting; the message names the environment variable."""
 
 
 class Settings(BaseModel):
@@ -153,7 +166,7 @@ class Settings(BaseModel):
             raw = env.get(name, "")
             if raw.strip():  # set but empty counts as unset, as in most shells' configs
                 # a password keeps its spaces; any other value loses stray ones
-                values[field] = parse(name, raw if parse is _secret else raw.strip())
+                values[field] = parse(name, raw if parse is secret else raw.strip())
         try:
             settings = cls(**values)
         except ValidationError as exc:  # only reachable through a parser gap; name it anyway
@@ -247,171 +260,70 @@ class Settings(BaseModel):
             raise SettingsError("KAFKA_SSL_KEYFILE is set but KAFKA_SSL_CERTFILE is not")
 
 
-# -- parsing one environment variable ---------------------------------------------------
-
-Parser = Callable[[str, str], Any]
-
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-# Kafka's legal topic characters (the app id prefixes the changelog topic's name)
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,200}")
-_SERVER = re.compile(r"\[?[A-Za-z0-9._:-]+\]?:([0-9]{1,5})")
-
-
-def _integer(minimum: int, allowed: tuple[int, ...] = ()) -> Parser:
-    def parse(name: str, raw: str) -> int:
-        # "true", "2.0" and "1e3" are rejected: a threshold is a count, said as one
-        if _INTEGER.fullmatch(raw) and (int(raw) >= minimum or int(raw) in allowed):
-            return int(raw)
-        extra = "".join(f" or {value}" for value in allowed)
-        raise SettingsError(f"{name} must be an integer >= {minimum}{extra}, got {raw!r}")
-
-    return parse
-
-
-def _linger(name: str, raw: str) -> int:
-    if _INTEGER.fullmatch(raw) and 0 <= int(raw) <= MAX_LINGER_MS:
-        return int(raw)
-    raise SettingsError(f"{name} must be milliseconds from 0 to {MAX_LINGER_MS}, got {raw!r}")
-
-
-def _milliseconds(minimum: int, maximum: int) -> Parser:
-    def parse(name: str, raw: str) -> int:
-        if _INTEGER.fullmatch(raw) and minimum <= int(raw) <= maximum:
-            return int(raw)
-        raise SettingsError(f"{name} must be milliseconds from {minimum} to {maximum}, got {raw!r}")
-
-    return parse
-
-
-def _port(name: str, raw: str) -> int:
-    if _INTEGER.fullmatch(raw) and 1 <= int(raw) <= 65535:
-        return int(raw)
-    raise SettingsError(f"{name} must be a port number (1-65535), got {raw!r}")
-
-
-def _topic_name(name: str, raw: str) -> str:
-    if _TOPIC.fullmatch(raw) and raw not in (".", ".."):
-        return raw
-    raise SettingsError(
-        f"{name} must be 1-200 characters of letters, digits, '.', '_' and '-', got {raw!r}"
-    )
-
-
-def _servers(name: str, raw: str) -> str:
-    servers = [server.strip() for server in raw.split(",")]
-    for server in servers:
-        match = _SERVER.fullmatch(server)
-        if match is None or not 1 <= int(match.group(1)) <= 65535:
-            raise SettingsError(f"{name} must be a comma-separated list of host:port, got {raw!r}")
-    return ",".join(servers)
-
-
-def _choice(*choices: str, upper: bool = False) -> Parser:
-    def parse(name: str, raw: str) -> str:
-        value = raw.upper() if upper else raw
-        if value in choices:
-            return value
-        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-
-    return parse
-
-
-def _switch(name: str, raw: str) -> bool:
-    if raw.lower() in ("on", "off"):
-        return raw.lower() == "on"
-    raise SettingsError(f"{name} must be on or off, got {raw!r}")
-
-
-def _boolean(name: str, raw: str) -> bool:
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    raise SettingsError(f"{name} must be true or false, got {raw!r}")
-
-
-def _store(name: str, raw: str) -> str:
-    if raw.startswith(("memory://", "rocksdb://")):
-        return raw
-    raise SettingsError(f"{name} must start with memory:// or rocksdb://, got {raw!r}")
-
-
-def _text(name: str, raw: str) -> str:
-    return raw
-
-
-def _secret(name: str, raw: str) -> SecretStr:
-    return SecretStr(raw)
-
-
-def _existing_file(name: str, raw: str) -> str:
-    if os.path.isfile(raw):
-        return raw
-    raise SettingsError(f"{name} must name a readable file, got {raw!r} (no such file)")
-
-
 ENVIRONMENT: dict[str, tuple[str, Parser]] = {
-    "bootstrap_servers": ("KAFKA_BOOTSTRAP_SERVERS", _servers),
-    "app_id": ("LOOPWATCH_APP_ID", _topic_name),
-    "events_topic": ("LOOPWATCH_EVENTS_TOPIC", _topic_name),
-    "verdicts_topic": ("LOOPWATCH_VERDICTS_TOPIC", _topic_name),
-    "warnings_topic": ("LOOPWATCH_WARNINGS_TOPIC", _topic_name),
-    "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", _topic_name),
-    "episodes_topic": ("LOOPWATCH_EPISODES_TOPIC", _topic_name),
-    "partitions": ("LOOPWATCH_PARTITIONS", _integer(1)),
-    "verdict_partitions": ("LOOPWATCH_VERDICT_PARTITIONS", _integer(1)),
-    "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", _integer(1)),
-    "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", _integer(1, (-1,))),
-    "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", _integer(1, (-1,))),
-    "warnings_retention_seconds": ("LOOPWATCH_WARNINGS_RETENTION_SECONDS", _integer(1, (-1,))),
-    "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", _integer(1, (-1,))),
-    "config_topic": ("LOOPWATCH_CONFIG_TOPIC", _topic_name),
-    "profile": ("LOOPWATCH_PROFILE", _choice("seed", "extended")),
+    "bootstrap_servers": ("KAFKA_BOOTSTRAP_SERVERS", servers),
+    "app_id": ("LOOPWATCH_APP_ID", topic_name),
+    "events_topic": ("LOOPWATCH_EVENTS_TOPIC", topic_name),
+    "verdicts_topic": ("LOOPWATCH_VERDICTS_TOPIC", topic_name),
+    "warnings_topic": ("LOOPWATCH_WARNINGS_TOPIC", topic_name),
+    "dlq_topic": ("LOOPWATCH_DLQ_TOPIC", topic_name),
+    "episodes_topic": ("LOOPWATCH_EPISODES_TOPIC", topic_name),
+    "partitions": ("LOOPWATCH_PARTITIONS", integer(1)),
+    "verdict_partitions": ("LOOPWATCH_VERDICT_PARTITIONS", integer(1)),
+    "replication_factor": ("LOOPWATCH_REPLICATION_FACTOR", integer(1)),
+    "events_retention_seconds": ("LOOPWATCH_EVENTS_RETENTION_SECONDS", integer(1, (-1,))),
+    "verdicts_retention_seconds": ("LOOPWATCH_VERDICTS_RETENTION_SECONDS", integer(1, (-1,))),
+    "warnings_retention_seconds": ("LOOPWATCH_WARNINGS_RETENTION_SECONDS", integer(1, (-1,))),
+    "dlq_retention_seconds": ("LOOPWATCH_DLQ_RETENTION_SECONDS", integer(1, (-1,))),
+    "config_topic": ("LOOPWATCH_CONFIG_TOPIC", topic_name),
+    "profile": ("LOOPWATCH_PROFILE", choice("seed", "extended")),
     "episodes_retention_seconds": (
         "LOOPWATCH_EPISODES_RETENTION_SECONDS",
-        _integer(1, (-1,)),
+        integer(1, (-1,)),
     ),
-    "threshold": ("LOOPWATCH_THRESHOLD", _integer(1)),
-    "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", _integer(1)),
-    "call_in_turn_threshold": ("LOOPWATCH_CALL_IN_TURN_THRESHOLD", _integer(1)),
-    "cycle_threshold": ("LOOPWATCH_CYCLE_THRESHOLD", _integer(1)),
-    "result_aware_batches": ("LOOPWATCH_RESULT_AWARE_BATCHES", _boolean),
-    **{f"rule_{rule}": (f"LOOPWATCH_RULE_{rule.upper()}", _switch) for rule in ALL_RULES},
-    "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", _integer(1)),
-    "ended_retention_seconds": ("LOOPWATCH_ENDED_RETENTION_SECONDS", _integer(0)),
-    "max_event_bytes": ("LOOPWATCH_MAX_EVENT_BYTES", _integer(1)),
-    "store_url": ("LOOPWATCH_STORE", _store),
-    "data_dir": ("LOOPWATCH_DATA_DIR", _text),
+    "threshold": ("LOOPWATCH_THRESHOLD", integer(1)),
+    "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", integer(1)),
+    "call_in_turn_threshold": ("LOOPWATCH_CALL_IN_TURN_THRESHOLD", integer(1)),
+    "cycle_threshold": ("LOOPWATCH_CYCLE_THRESHOLD", integer(1)),
+    "result_aware_batches": ("LOOPWATCH_RESULT_AWARE_BATCHES", boolean),
+    **{f"rule_{rule}": (f"LOOPWATCH_RULE_{rule.upper()}", switch) for rule in ALL_RULES},
+    "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", integer(1)),
+    "ended_retention_seconds": ("LOOPWATCH_ENDED_RETENTION_SECONDS", integer(0)),
+    "max_event_bytes": ("LOOPWATCH_MAX_EVENT_BYTES", integer(1)),
+    "store_url": ("LOOPWATCH_STORE", store),
+    "data_dir": ("LOOPWATCH_DATA_DIR", text),
     "processing_guarantee": (
         "LOOPWATCH_PROCESSING_GUARANTEE",
-        _choice("at_least_once", "exactly_once"),
+        choice("at_least_once", "exactly_once"),
     ),
-    "output_linger_ms": ("LOOPWATCH_OUTPUT_LINGER_MS", _linger),
-    "fetch_wait_ms": ("LOOPWATCH_FETCH_WAIT_MS", _milliseconds(0, MAX_FETCH_WAIT_MS)),
-    "commit_interval_ms": ("LOOPWATCH_COMMIT_INTERVAL_MS", _milliseconds(100, 60_000)),
-    "worker_id": ("LOOPWATCH_WORKER_ID", _topic_name),  # Kafka allows the same characters
+    "output_linger_ms": ("LOOPWATCH_OUTPUT_LINGER_MS", milliseconds(0, MAX_LINGER_MS)),
+    "fetch_wait_ms": ("LOOPWATCH_FETCH_WAIT_MS", milliseconds(0, MAX_FETCH_WAIT_MS)),
+    "commit_interval_ms": ("LOOPWATCH_COMMIT_INTERVAL_MS", milliseconds(100, 60_000)),
+    "worker_id": ("LOOPWATCH_WORKER_ID", topic_name),  # Kafka allows the same characters
     "session_timeout_ms": (
         "LOOPWATCH_SESSION_TIMEOUT_MS",
-        _milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
+        milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
     ),
-    "heartbeat_interval_ms": ("LOOPWATCH_HEARTBEAT_INTERVAL_MS", _milliseconds(100, 30_000)),
+    "heartbeat_interval_ms": ("LOOPWATCH_HEARTBEAT_INTERVAL_MS", milliseconds(100, 30_000)),
     "rebalance_timeout_ms": (
         "LOOPWATCH_REBALANCE_TIMEOUT_MS",
-        _milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
+        milliseconds(MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS),
     ),
-    "log_format": ("LOOPWATCH_LOG_FORMAT", _choice("text", "json")),
-    "web_host": ("LOOPWATCH_WEB_HOST", _text),
-    "web_port": ("LOOPWATCH_WEB_PORT", _port),
+    "log_format": ("LOOPWATCH_LOG_FORMAT", choice("text", "json")),
+    "web_host": ("LOOPWATCH_WEB_HOST", text),
+    "web_port": ("LOOPWATCH_WEB_PORT", port),
     "security_protocol": (
         "KAFKA_SECURITY_PROTOCOL",
-        _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
+        choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
     ),
     "sasl_mechanism": (
         "KAFKA_SASL_MECHANISM",
-        _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", upper=True),
+        choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", upper=True),
     ),
-    "sasl_username": ("KAFKA_SASL_USERNAME", _text),
-    "sasl_password": ("KAFKA_SASL_PASSWORD", _secret),
-    "ssl_cafile": ("KAFKA_SSL_CAFILE", _existing_file),
-    "ssl_certfile": ("KAFKA_SSL_CERTFILE", _existing_file),
-    "ssl_keyfile": ("KAFKA_SSL_KEYFILE", _existing_file),
+    "sasl_username": ("KAFKA_SASL_USERNAME", text),
+    "sasl_password": ("KAFKA_SASL_PASSWORD", secret),
+    "ssl_cafile": ("KAFKA_SSL_CAFILE", existing_file),
+    "ssl_certfile": ("KAFKA_SSL_CERTFILE", existing_file),
+    "ssl_keyfile": ("KAFKA_SSL_KEYFILE", existing_file),
 }
 """Settings field → (environment variable, parser that validates its text)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
 from loopwatch.streams.kafka.faust_ext.app import (
     app_crasher,
     guard_commits,
@@ -19,7 +20,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
 )
 from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
-from loopwatch.streams.kafka.outputs import BatchedOutputs, Outputs
+from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value
 from loopwatch.streams.otel.settings import TABLE_NAME, OtelSettings
 

@@ -8,16 +8,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from loopwatch.streams.env_values import SettingsError, choice, integer, port, topic_name
 from loopwatch.streams.otel.mapping import Unrecorded
 from loopwatch.streams.otel.spans import Encoding
-from loopwatch.streams.settings import (
-    Settings,
-    SettingsError,
-    _choice,
-    _integer,
-    _port,
-    _topic_name,
-)
+from loopwatch.streams.settings import Settings
 
 MAX_WINDOW_MS = 600_000
 TABLE_NAME = "otel-sessions"
@@ -48,12 +42,12 @@ class OtelSettings:
 
         values: dict[str, object] = {}
         for field, name, parse in (
-            ("app_id", "LOOPWATCH_OTEL_APP_ID", _topic_name),
-            ("spans_topic", "LOOPWATCH_OTEL_TOPIC", _topic_name),
-            ("encoding", "LOOPWATCH_OTEL_ENCODING", _choice("otlp_proto", "otlp_json")),
+            ("app_id", "LOOPWATCH_OTEL_APP_ID", topic_name),
+            ("spans_topic", "LOOPWATCH_OTEL_TOPIC", topic_name),
+            ("encoding", "LOOPWATCH_OTEL_ENCODING", choice("otlp_proto", "otlp_json")),
             ("reorder_window_ms", "LOOPWATCH_OTEL_REORDER_WINDOW_MS", _window),
-            ("unrecorded", "LOOPWATCH_OTEL_UNRECORDED", _choice("distinct", "names")),
-            ("web_port", "LOOPWATCH_OTEL_WEB_PORT", _port),
+            ("unrecorded", "LOOPWATCH_OTEL_UNRECORDED", choice("distinct", "names")),
+            ("web_port", "LOOPWATCH_OTEL_WEB_PORT", port),
         ):
             raw = get(name)
             if raw is not None:
@@ -81,7 +75,7 @@ class OtelSettings:
 
 
 def _window(name: str, raw: str) -> int:
-    value: int = _integer(0)(name, raw)
+    value: int = integer(0)(name, raw)
     if value > MAX_WINDOW_MS:
         raise SettingsError(f"{name} must be milliseconds from 0 to {MAX_WINDOW_MS}, got {raw!r}")
     return value

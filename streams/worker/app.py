@@ -13,6 +13,7 @@ import gc
 from datetime import timedelta
 from typing import Any
 
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
 from loopwatch.streams.kafka.expiry import ExpiryIndex
 from loopwatch.streams.kafka.faust_ext.app import (
     app_crasher,
@@ -24,7 +25,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
 from loopwatch.streams.kafka.faust_ext.inline import inline_callback
 from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
-from loopwatch.streams.kafka.outputs import BatchedOutputs, FaustOutputs, Outputs
+from loopwatch.streams.kafka.outputs import FaustOutputs, Outputs
 from loopwatch.streams.kafka.topics import declare_topics
 from loopwatch.streams.settings import Settings
 from loopwatch.streams.worker.broker_outage import watch_broker

@@ -18,7 +18,8 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from loopwatch.streams.client.reader import partition_for
 from loopwatch.streams.kafka.admin import TopicSpec, ensure_topics
-from loopwatch.streams.kafka.outputs import BATCH_RECORDS, BatchedOutputs, OnDelivered, OutputFailed
+from loopwatch.streams.kafka.batched_outputs import BATCH_RECORDS, BatchedOutputs
+from loopwatch.streams.kafka.outputs import OnDelivered, OutputFailed
 
 pytestmark = pytest.mark.kafka
 

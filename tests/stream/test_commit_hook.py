@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopwatch.streams.kafka.outputs import BatchedOutputs
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
 from loopwatch.streams.settings import Settings
 from loopwatch.streams.worker.app import COMMIT_BY_TIME_ONLY, _guard_commits
 from tests.stream.conftest import Harness

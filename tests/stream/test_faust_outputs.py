@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from loopwatch.streams.kafka.outputs import BatchedOutputs, FaustOutputs
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
+from loopwatch.streams.kafka.outputs import FaustOutputs
 from loopwatch.streams.worker.app import create_app
 from tests.stream.settings_for_tests import stream_settings
 

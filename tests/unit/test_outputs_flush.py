@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from loopwatch.streams.kafka.outputs import BatchedOutputs, OutputFailed
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
+from loopwatch.streams.kafka.outputs import OutputFailed
 
 LONG_LINGER = 3600.0
 

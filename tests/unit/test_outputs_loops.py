@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 import uvloop
 
-from loopwatch.streams.kafka.outputs import BatchedOutputs
+from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
 from tests.unit.test_outputs_flush import LONG_LINGER, FakeProducer, settle
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
