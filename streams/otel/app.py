@@ -18,7 +18,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
     new_app,
     started_producer,
 )
-from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value

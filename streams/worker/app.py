@@ -23,7 +23,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
     worker_ready,
 )
 from loopwatch.streams.kafka.faust_ext.inline import inline_callback
-from loopwatch.streams.kafka.faust_ext.offset_guard import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.kafka.outputs import FaustOutputs, Outputs
 from loopwatch.streams.kafka.topics import declare_topics

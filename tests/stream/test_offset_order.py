@@ -9,11 +9,8 @@ from typing import Any
 from faust.types import TP
 from intervaltree import IntervalTree
 
-from loopwatch.streams.kafka.faust_ext.offset_guard import (
-    MAX_SEEKS_PER_GAP,
-    OffsetOrder,
-    missing_head,
-)
+from loopwatch.streams.kafka.faust_ext.offset_guard import missing_head
+from loopwatch.streams.kafka.faust_ext.offset_order import MAX_SEEKS_PER_GAP, OffsetOrder
 
 EVENTS = TP("events", 0)
 

@@ -5,9 +5,9 @@ fails when the installed versions differ: re-check every item below before movin
 
 Private APIs touched, by module:
 
-* `offset_guard` (never skip an event, never commit past one; faust-streaming #216:
-  records fetched before recovery's seek move the read offset; #318: `_new_offset`
-  accepts a one-offset gap at the head of the acked offsets):
+* `offset_guard`, with `offset_order` (never skip an event, never commit past one;
+  faust-streaming #216: records fetched before recovery's seek move the read offset;
+  #318: `_new_offset` accepts a one-offset gap at the head of the acked offsets):
   - `faust.transport.drivers.aiokafka.Consumer._new_offset`, `._commit_offsets`
     (overridden), `._acked`, `._committed_offset`, `._gap` (read; `_gap[tp].addi` to
     accept offsets gone by retention), `.seek_to_committed` (overridden: aiokafka's
