@@ -5,14 +5,12 @@ function of (state, event, config). Each rule lives in `streams.detector.rules`.
 """
 
 from loopwatch.streams.detector.core import (
-    Match,
     Observation,
     advance,
     expire_episodes,
     first_match,
     observe,
     observe_episodes,
-    warning_of,
 )
 from loopwatch.streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
 from loopwatch.streams.detector.rules import (
@@ -21,6 +19,7 @@ from loopwatch.streams.detector.rules import (
     SEED_ORDER,
     SEED_RULES,
     Hit,
+    Match,
     Rule,
     RuleSet,
     Tracker,
@@ -28,6 +27,7 @@ from loopwatch.streams.detector.rules import (
 from loopwatch.streams.detector.rules.repeated_read_range import MAX_CHAIN_RANGES
 from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, STATE_VERSION, SessionState
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
+from loopwatch.streams.detector.warning import warning_of
 
 __all__ = [
     "ALL_RULES",

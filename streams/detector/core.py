@@ -19,7 +19,6 @@ from loopwatch.models import (
     DetectionConfig,
     LoopEpisode,
     LoopVerdict,
-    LoopWarning,
     PolicyRef,
     RuleName,
     ToolResult,
@@ -28,23 +27,15 @@ from loopwatch.models import (
 )
 from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, track
 from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
+from loopwatch.streams.detector.rules.base import Match
 from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
 from loopwatch.streams.detector.tools import fingerprint_digest, id_digest, short_digest
+from loopwatch.streams.detector.warning import warning_of
 
 # LoopVerdict(...) with the same validation (and fields set) minus BaseModel.__init__'s
 # own overhead, which runs on every event (docs/performance.md, "Hot-path choices").
 _validate_verdict = LoopVerdict.__pydantic_validator__.validate_python
-_validate_warning = LoopWarning.__pydantic_validator__.validate_python
-
-
-@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
-class Match:
-    """The first rule that matched, and what it reports (`hit.subject` says what
-    repeated: loop episodes key on it)."""
-
-    rule: Rule[Any]
-    hit: Hit
 
 
 def observe(
@@ -286,40 +277,3 @@ _COUNTING = DetectionConfig(
 )
 """Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
 there, and the threshold is decided after it (counts never depend on a threshold)."""
-
-
-def warning_of(match: Match, texts: WarningTexts = DEFAULT_TEXTS) -> LoopWarning:
-    """The warning a verdict carries for this match (docs/contract.md §5)."""
-    hit = match.hit
-    if texts is DEFAULT_TEXTS and type(hit.tool_names) is tuple:
-        try:
-            return _default_warning(match.rule.name, hit.tool_names, hit.count, hit.threshold)
-        except TypeError:  # an unhashable name: rendered below, failing as it did before
-            pass
-    return _warning(texts, match.rule.name, hit.tool_names, hit.count, hit.threshold)
-
-
-@lru_cache(maxsize=4096)
-def _default_warning(
-    name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
-) -> LoopWarning:
-    """A warning in the default texts, remembered for the 4,096 newest: the same
-    (rule, tools, count, threshold) comes back in every session stuck the same way, and
-    rendering and validating it is costly. A frozen model, so sharing it is safe; pure,
-    so the cache changes the cost only."""
-    return _warning(DEFAULT_TEXTS, name, tool_names, count, threshold)
-
-
-def _warning(
-    texts: WarningTexts, name: RuleName, tool_names: tuple[str, ...], count: int, threshold: int
-) -> LoopWarning:
-    warning: LoopWarning = _validate_warning(
-        {
-            "rule": name,
-            "tool_names": tool_names,
-            "count": count,
-            "threshold": threshold,
-            "message": texts.render(name, tool_names, count, threshold),
-        }
-    )
-    return warning

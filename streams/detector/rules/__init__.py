@@ -19,7 +19,7 @@ from loopwatch.streams.detector.rules import (
     repeated_read_range,
     repeated_result,
 )
-from loopwatch.streams.detector.rules.base import Hit, Rule, Tracker
+from loopwatch.streams.detector.rules.base import Hit, Match, Rule, Tracker
 
 SEED_ORDER: tuple[Rule[Any], ...] = (
     repeated_failed_mutation.RULE,
@@ -153,6 +153,7 @@ __all__ = [
     "SEED_ORDER",
     "SEED_RULES",
     "Hit",
+    "Match",
     "Rule",
     "RuleSet",
     "Tracker",

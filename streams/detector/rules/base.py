@@ -85,3 +85,12 @@ class Rule(Generic[Part]):
 
     def check(self, part: Part, config: DetectionConfig) -> Hit | None:
         raise NotImplementedError
+
+
+@dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
+class Match:
+    """The first rule that matched, and what it reports (`hit.subject` says what
+    repeated: loop episodes key on it)."""
+
+    rule: Rule[Any]
+    hit: Hit
