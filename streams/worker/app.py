@@ -36,7 +36,7 @@ from loopwatch.streams.worker.pipeline import PipelineOptions
 from loopwatch.streams.worker.policy_book import InvalidPolicy, PolicyBook
 from loopwatch.streams.worker.policy_follower import PolicyDeadLetters, PolicyFollower
 from loopwatch.streams.worker.readiness import ProcessingHealth, Readiness, serve_health
-from loopwatch.streams.worker.store import TableSessionStore
+from loopwatch.streams.worker.table_store import TableSessionStore
 
 TABLE_NAME = "sessions"
 """The changelog topic is `<app_id>-sessions-changelog` (created by `kafka_admin`)."""

@@ -32,7 +32,7 @@ from loopwatch.streams.worker.pipeline import (
     process_record,
 )
 from loopwatch.streams.worker.record import SessionRecord
-from loopwatch.streams.worker.store import TableSessionStore
+from loopwatch.streams.worker.table_store import TableSessionStore
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from loopwatch.models import (
     AgentEvent,
@@ -25,26 +24,7 @@ from loopwatch.streams.kafka.dead_letters import DeadLetter, DeadLetterKind
 from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
 from loopwatch.streams.worker.policy_book import PolicyBook
 from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
-
-
-class SessionStore(Protocol):
-    """The per-session records, and which verdicts are still being delivered."""
-
-    def get(self, session_id: str) -> SessionRecord | None:
-        """The session's stored record (None: it has none)."""
-
-    def set(self, session_id: str, record: SessionRecord) -> None: ...
-
-    def delete(self, session_id: str) -> None:
-        """Remove the session's record, if any."""
-
-    def is_unconfirmed(self, session_id: str, seq: int) -> bool:
-        """That verdict was sent and the broker has not acknowledged it yet. A stored
-        verdict this no longer knows of was acknowledged (or re-sent by a replay)."""
-
-    def sent_here(self, session_id: str, seq: int) -> bool:
-        """That verdict is in flight or was acknowledged in this process, so a duplicate
-        of its event needs no resend."""
+from loopwatch.streams.worker.store import SessionStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from loopwatch.streams.worker.pipeline import (
     process_record,
 )
 from loopwatch.streams.worker.record import SessionRecord
-from loopwatch.streams.worker.store import TableSessionStore
+from loopwatch.streams.worker.table_store import TableSessionStore
 from tests.builders import SessionBuilder
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from loopwatch.streams.worker.record import SessionRecord
-from loopwatch.streams.worker.store import TableSessionStore
+from loopwatch.streams.worker.table_store import TableSessionStore
 from tests.unit.test_deferred_writes import FakeTable
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
