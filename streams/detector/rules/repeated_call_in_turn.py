@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from loopwatch.models import DetectionConfig
 from loopwatch.streams.detector.rules.base import Hit, Rule
-from loopwatch.streams.detector.rules.steps import STEPS, Steps
+from loopwatch.streams.detector.rules.steps import Steps
+from loopwatch.streams.detector.rules.steps_tracker import STEPS
 from loopwatch.streams.detector.tools import short_digest
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from loopwatch.models import DetectionConfig
 from loopwatch.streams.detector.rules.base import Hit, Rule
-from loopwatch.streams.detector.rules.steps import STEPS, Steps, cycles
+from loopwatch.streams.detector.rules.steps import PERIODS, Steps
+from loopwatch.streams.detector.rules.steps_tracker import STEPS
 from loopwatch.streams.detector.tools import short_digest
 
 
@@ -45,3 +46,23 @@ class RepeatedCycle(Rule[Steps]):
 
 
 RULE = RepeatedCycle()
+
+
+def cycles(steps: Steps, at_least: int) -> list[tuple[int, tuple[str, ...], int]]:
+    """(period, tool names, repetitions) for each period 2-5 with at least `at_least`
+    repetitions whose last L units are not all equal, smallest period first: the
+    threshold in force for the names decides which one matches."""
+    units = steps.units
+    found = []
+    for period, tail in zip(PERIODS, steps.tails, strict=True):
+        if len(units) < period:
+            break
+        repetitions = tail // period
+        if repetitions < at_least:
+            continue
+        last = units[-period:]
+        if all(unit.digest == last[0].digest for unit in last):
+            continue
+        names = tuple(sorted({name for unit in last for name in unit.tools}))
+        found.append((period, names, repetitions))
+    return found
