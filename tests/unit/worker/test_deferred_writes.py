@@ -10,105 +10,45 @@ committed offset no verdict is lost or contradicted."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwatch.models import DetectionConfig
-from loopwatch.streams.kafka.expiry import ExpiryIndex
-from loopwatch.streams.worker.pipeline import (
-    Duplicate,
-    Outcome,
-    PipelineOptions,
-    Processed,
-    Rejected,
-    process_record,
-)
+from loopwatch.streams.worker.pipeline import Duplicate, Outcome, Rejected
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.store import TableSessionStore
 from tests.support.builders import SessionBuilder
+from tests.support.pipeline import FakeTable, Pipeline, Record, Sent, over_table
 
-NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 SESSIONS = ("s0", "s1", "s2", "s3")
 PARTITIONS = 2
-Record = tuple[bytes | None, bytes | None]
-
-
-class FakeTable(dict[bytes, bytes]):
-    """A dict with the two calls deferred writes make of the faust table."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.partition = 0
-        self.changelog: list[tuple[int, bytes, bytes | None]] = []
-
-    def current_partition(self) -> int:
-        return self.partition
-
-    @contextlib.contextmanager
-    def writing_in(self, partition: int) -> Iterator[None]:
-        before, self.partition = self.partition, partition
-        try:
-            yield
-        finally:
-            self.partition = before
-
-    def __setitem__(self, key: bytes, value: bytes) -> None:
-        super().__setitem__(key, value)
-        self.changelog.append((self.partition, key, value))
-
-    def __delitem__(self, key: bytes) -> None:
-        super().__delitem__(key)
-        self.changelog.append((self.partition, key, None))
 
 
 @dataclass
 class Worker:
-    """One worker process: its store over `table`, an expiry index rebuilt from the
-    table (as recovery does), and its sends, acknowledged at once."""
+    """One worker process: the pipeline over `table` (tests.support.pipeline), with each
+    record in its key's partition and its sends acknowledged at once."""
 
     table: FakeTable
     deferred: bool
-    store: TableSessionStore = field(init=False)
-    expiry: ExpiryIndex = field(init=False)
-    options: PipelineOptions = field(
-        default_factory=lambda: PipelineOptions(DetectionConfig(), max_event_bytes=4096)
-    )
-    sent: list[tuple[str, int, bytes]] = field(default_factory=list)
+    pipeline: Pipeline[TableSessionStore] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.store = TableSessionStore(self.table, deferred=self.deferred)
-        self.expiry = ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
-        for key, value in self.table.items():
-            record = SessionRecord.decode(value)
-            self.expiry.touch(_partition(key), key.decode(), record.last_ts, ended=record.ended)
+        self.pipeline = over_table(self.table, deferred=self.deferred, partition_of=_partition)
+
+    @property
+    def sent(self) -> list[Sent]:
+        return self.pipeline.sent
 
     def run(self, key: bytes | None, value: bytes | None) -> Outcome:
         partition = _partition(key)
         self.table.partition = partition
-        outcome = process_record(
-            key, value, self.store, self.options, self.expiry, partition=partition, now=NOW
-        )
-        payload = None
-        if isinstance(outcome, Processed):
-            payload = outcome.payload
-        elif isinstance(outcome, Duplicate):
-            payload = outcome.resend
-        if payload is not None and not isinstance(outcome, Rejected):
-            event = outcome.event
-            ident = (event.session_id, event.seq)
-            token = self.store.deliveries.sending(ident)
-            self.sent.append((event.session_id, event.seq, payload))
-            self.store.deliveries.delivered(ident, token)
-        return outcome
+        return self.pipeline.process(key, value, partition)
 
     def commit(self) -> None:
-        self.store.write_pending()
+        self.pipeline.store.write_pending()
 
 
 def _acknowledged_left_out(table: FakeTable) -> dict[bytes, bytes]:

@@ -5,82 +5,16 @@ with `MemorySessionStore` as the session table."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from loopwatch.models import AgentEvent, DetectionConfig
-from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.models import DetectionConfig
 from loopwatch.streams.scan.scanner import Scanner
-from loopwatch.streams.worker.pipeline import (
-    Duplicate,
-    Outcome,
-    PipelineOptions,
-    Processed,
-    Rejected,
-    process_record,
-)
+from loopwatch.streams.worker.pipeline import Duplicate, Processed, Rejected
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.store import MemorySessionStore
 from tests.support.builders import SessionBuilder
-
-NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-Record = tuple[bytes | None, bytes | None]
-
-
-def _record(event: AgentEvent) -> Record:
-    return event.session_id.encode(), event.model_dump_json().encode()
-
-
-@dataclass
-class Worker:
-    """One process's pipeline: a store, an expiry index, and its verdict sends, each
-    acknowledged at once unless `hold_acks` is set."""
-
-    store: MemorySessionStore = field(default_factory=MemorySessionStore)
-    options: PipelineOptions = field(
-        default_factory=lambda: PipelineOptions(DetectionConfig(), max_event_bytes=4096)
-    )
-    expiry: ExpiryIndex = field(
-        default_factory=lambda: ExpiryIndex(timedelta(hours=1), timedelta(minutes=1))
-    )
-    hold_acks: bool = False
-    sent: list[bytes] = field(default_factory=list)
-    held: dict[tuple[str, int], object] = field(default_factory=dict)
-    """The tokens of the sends not acknowledged (`hold_acks`), for `ack`."""
-
-    def ack(self, seq: int, session_id: str = "s1") -> None:
-        """The broker acknowledges the held send of that event's verdict."""
-        ident = (session_id, seq)
-        self.store.deliveries.delivered(ident, self.held.pop(ident))
-
-    def run(self, records: Iterable[Record], partition: int = 0) -> list[Outcome]:
-        outcomes = []
-        for key, value in records:
-            outcome = process_record(
-                key, value, self.store, self.options, self.expiry, partition=partition, now=NOW
-            )
-            payload = None
-            if isinstance(outcome, Processed):
-                payload = outcome.payload
-            elif isinstance(outcome, Duplicate):
-                payload = outcome.resend
-            if payload is not None and not isinstance(outcome, Rejected):
-                event = outcome.event
-                ident = (event.session_id, event.seq)
-                token = self.store.deliveries.sending(ident)
-                self.sent.append(payload)
-                if self.hold_acks:
-                    self.held[ident] = token
-                else:
-                    self.store.deliveries.delivered(ident, token)
-            outcomes.append(outcome)
-        return outcomes
-
-    def run_events(self, events: Iterable[AgentEvent]) -> list[Outcome]:
-        return self.run(_record(event) for event in events)
+from tests.support.pipeline import Pipeline, options, record_of
 
 
 def _looping(session_id: str = "s1") -> SessionBuilder:
@@ -97,12 +31,12 @@ def test_verdicts_equal_the_scanner_on_interleaved_sessions() -> None:
     two.end()
     events = [e for pair in zip(one.events, two.events, strict=False) for e in pair]
     events += two.events[len(one.events) :]
-    worker = Worker(options=PipelineOptions(DetectionConfig(), 4096, drop_ended=True))
+    worker = Pipeline(MemorySessionStore(), options=options(drop_ended=True))
     outcomes = worker.run_events(events)
 
     assert all(isinstance(o, Processed) for o in outcomes)
     expected = [v.model_dump(mode="json") for v in Scanner(DetectionConfig()).run(events)]
-    got = [json.loads(payload) for payload in worker.sent]
+    got = [json.loads(payload) for payload in worker.payloads]
     for verdict in (*expected, *got):
         verdict.pop("evaluated_at")
     assert got == expected
@@ -114,21 +48,21 @@ def test_verdicts_equal_the_scanner_on_interleaved_sessions() -> None:
 
 def test_duplicates_and_out_of_order_events_change_nothing_and_get_no_verdict() -> None:
     b = _looping()
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     worker.run_events(b.events)
     stored = worker.store.records["s1"]
-    sent = len(worker.sent)
+    sent = len(worker.payloads)
 
     outcomes = worker.run_events([b.events[-1], b.events[2]])
     assert [type(o) for o in outcomes] == [Duplicate, Duplicate]
     assert all(isinstance(o, Duplicate) and o.resend is None for o in outcomes)
-    assert len(worker.sent) == sent
+    assert len(worker.payloads) == sent
     assert worker.store.records["s1"] is stored
 
 
 def test_an_unacknowledged_verdict_is_resent_once_by_the_next_worker() -> None:
     b = _looping()
-    first = Worker()
+    first = Pipeline(MemorySessionStore())
     first.run_events(b.events[:-1])
     first.hold_acks = True  # the broker never acknowledges the last verdict
     first.run_events(b.events[-1:])
@@ -138,12 +72,12 @@ def test_an_unacknowledged_verdict_is_resent_once_by_the_next_worker() -> None:
     assert [seq for seq, _ in stored.unconfirmed] == [b.events[-1].seq]
 
     # The next worker recovers the table and reads the uncommitted record again.
-    second = Worker()
+    second = Pipeline(MemorySessionStore())
     second.store.records = {"s1": SessionRecord.decode(stored.encode())}
     (resent,) = second.run_events(b.events[-1:])
     assert isinstance(resent, Duplicate) and resent.replayed
-    assert resent.resend == first.sent[-1]
-    assert second.sent == [first.sent[-1]]
+    assert resent.resend == first.payloads[-1]
+    assert second.payloads == [first.payloads[-1]]
     # A record it reads again after that is a plain duplicate.
     (plain,) = second.run_events(b.events[-1:])
     assert isinstance(plain, Duplicate) and plain.resend is None
@@ -151,7 +85,7 @@ def test_an_unacknowledged_verdict_is_resent_once_by_the_next_worker() -> None:
 
 def test_the_next_event_drops_the_acknowledged_front_of_the_verdicts_in_flight() -> None:
     b = _looping()
-    worker = Worker(hold_acks=True)
+    worker = Pipeline(MemorySessionStore(), hold_acks=True)
     events = b.events[:5]
     worker.run_events(events[:3])  # three verdicts in flight
 
@@ -170,15 +104,15 @@ def test_the_next_event_drops_the_acknowledged_front_of_the_verdicts_in_flight()
     # Every one in flight is kept, and a replay after a crash resends exactly those.
     for event in events[2:5]:
         assert worker.store.is_unconfirmed("s1", event.seq)
-    second = Worker()
+    second = Pipeline(MemorySessionStore())
     second.store.records = {"s1": SessionRecord.decode(worker.store.records["s1"].encode())}
     resent = second.run_events(events[2:5])
-    assert [o.resend for o in resent if isinstance(o, Duplicate)] == worker.sent[2:5]
+    assert [o.resend for o in resent if isinstance(o, Duplicate)] == worker.payloads[2:5]
 
 
-def test_acknowledged_verdicts_leave_the_stored_record() -> None:
+def test_acknowledged_verdicts_leave_the_storedrecord_of() -> None:
     b = _looping()
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     worker.run_events(b.events)
     stored = worker.store.records["s1"]
     assert [seq for seq, _ in stored.unconfirmed] == [b.events[-1].seq]
@@ -204,13 +138,13 @@ def test_bad_records_are_rejected_between_good_ones_and_change_nothing(
 ) -> None:
     b = SessionBuilder("s1")
     first, second = b.user(), b.text()
-    worker = Worker()
-    outcomes = worker.run([_record(first), (key, value), _record(second)])
+    worker = Pipeline(MemorySessionStore())
+    outcomes = worker.run([record_of(first), (key, value), record_of(second)])
 
     assert [type(o) for o in outcomes] == [Processed, Rejected, Processed]
     rejected = outcomes[1]
     assert isinstance(rejected, Rejected) and rejected.letter.kind == kind
-    assert [json.loads(p)["seq"] for p in worker.sent] == [0, 1]
+    assert [json.loads(p)["seq"] for p in worker.payloads] == [0, 1]
     assert worker.store.records["s1"].last_seq == 1
 
 
@@ -219,7 +153,7 @@ def test_a_stored_record_that_does_not_decode_is_an_internal_dead_letter() -> No
         def get(self, session_id: str) -> SessionRecord | None:
             return SessionRecord.decode(b"{}")
 
-    worker = Worker(store=BrokenStore())
+    worker = Pipeline(BrokenStore())
     (outcome,) = worker.run_events([SessionBuilder("s1").user()])
     assert isinstance(outcome, Rejected) and outcome.letter.kind == "internal"
     assert outcome.letter.reason == "ValueError"  # the class only, never content
@@ -227,7 +161,7 @@ def test_a_stored_record_that_does_not_decode_is_an_internal_dead_letter() -> No
 
 def test_idle_sessions_expire_by_event_time_and_start_afresh() -> None:
     idle, busy = SessionBuilder("idle"), SessionBuilder("busy")
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     worker.run_events([idle.user(), busy.user()])
     busy.seq = 3601  # event time one hour and a second later
     (outcome,) = worker.run_events([busy.user()])
@@ -242,7 +176,7 @@ def test_idle_sessions_expire_by_event_time_and_start_afresh() -> None:
 def test_ended_sessions_are_kept_for_their_retention_then_deleted() -> None:
     b = _looping()
     end = b.end()
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     worker.run_events(b.events)
     assert worker.store.records["s1"].ended
     (replayed,) = worker.run_events([end])  # within the retention: still a duplicate
@@ -256,16 +190,16 @@ def test_ended_sessions_are_kept_for_their_retention_then_deleted() -> None:
 
 
 def test_expiry_is_per_partition_clock() -> None:
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     old, new = SessionBuilder("old"), SessionBuilder("new")
-    worker.run([_record(old.user())], partition=0)
+    worker.run([record_of(old.user())], partition=0)
     new.seq = 7200
-    worker.run([_record(new.user())], partition=1)
+    worker.run([record_of(new.user())], partition=1)
     assert set(worker.store.records) == {"old", "new"}  # partition 0's clock has not moved
 
 
 def test_loop_episodes_come_out_with_their_event_and_with_idle_expiry() -> None:
-    worker = Worker()
+    worker = Pipeline(MemorySessionStore())
     looping = SessionBuilder("looping")
     for _ in range(3):
         looping.call("search", {"q": "x"})

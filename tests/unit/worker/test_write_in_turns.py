@@ -4,15 +4,12 @@ event-loop turn, with events processed in between (the worker's commit hook)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import pytest
 
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.store import TableSessionStore
-from tests.unit.worker.test_deferred_writes import FakeTable
-
-NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+from tests.support.pipeline import NOW, FakeTable
 
 
 def record(seq: int) -> SessionRecord:
