@@ -1,45 +1,56 @@
 """No record stops a partition: whatever bytes or JSON arrive, the per-record pipeline
 (`process_record`) returns an outcome and never raises (hypothesis): lone surrogates,
-NaN, huge integers, deep nesting, any field of an event replaced by any JSON value. A
-failure anywhere inside (decode, observe, verdict encoding, state encoding, expiry) is an
-`internal` dead letter naming the exception type."""
+NaN, huge integers, deep nesting, any field of an event replaced by any JSON value. Such
+input is a verdict, a duplicate or a dead letter of its own kind (`schema`, `not_json`, ...),
+never an `internal` one. A failure anywhere inside (decode, observe, verdict encoding,
+state encoding, expiry) is an `internal` dead letter naming the exception type."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwatch.models import DetectionConfig, LoopVerdict
-from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.models import LoopVerdict
 from loopwatch.streams.worker.pipeline import (
     Duplicate,
     Outcome,
-    PipelineOptions,
     Processed,
     Rejected,
-    process_record,
 )
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.store import TableSessionStore
 from tests.support.builders import SessionBuilder
-
-NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-OPTIONS = PipelineOptions(DetectionConfig(), max_event_bytes=1 << 20)
+from tests.support.pipeline import Pipeline, expiry_index, options
 
 
 def run(key: bytes | None, value: bytes | None, table: dict[bytes, bytes] | None = None) -> Outcome:
-    # The faust table's store, over a dict: state is encoded as in the worker.
-    store = TableSessionStore({} if table is None else table)
-    expiry = ExpiryIndex(timedelta(hours=1), timedelta(0))
-    outcome = process_record(key, value, store, OPTIONS, expiry, partition=0, now=NOW)
+    """One record through the pipeline over the faust table's store (over a dict: state
+    is encoded as in the worker)."""
+    pipeline = Pipeline(
+        TableSessionStore({} if table is None else table),
+        options=options(max_event_bytes=1 << 20),
+        expiry=expiry_index(ended=timedelta(0)),
+    )
+    outcome = pipeline.process(key, value)
     assert isinstance(outcome, Processed | Duplicate | Rejected)
     if isinstance(outcome, Processed):
         json.loads(outcome.payload)  # a verdict that went out is valid JSON
+    return outcome
+
+
+def judged(
+    key: bytes | None, value: bytes | None, table: dict[bytes, bytes] | None = None
+) -> Outcome:
+    """`run`, and odd input is never an `internal` dead letter: that kind is a failure
+    inside processing (a bug, e.g. the detector raising), never a verdict on the input."""
+    outcome = run(key, value, table)
+    if isinstance(outcome, Rejected):
+        assert outcome.letter.kind != "internal", f"internal dead letter: {outcome.letter.reason}"
     return outcome
 
 
@@ -78,13 +89,13 @@ VALID = _valid_events()
 @settings(max_examples=300, deadline=None)
 @given(value=st.binary(max_size=300), key=st.one_of(st.none(), st.binary(max_size=16)))
 def test_any_bytes_give_an_outcome(value: bytes, key: bytes | None) -> None:
-    run(key, value)
+    judged(key, value)
 
 
 @settings(max_examples=300, deadline=None)
 @given(document=_json)
 def test_any_json_value_gives_an_outcome(document: Any) -> None:
-    run(None, json.dumps(document).encode())
+    judged(None, json.dumps(document).encode())
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,11 +111,29 @@ def test_any_field_of_an_event_replaced_by_any_json_gives_an_outcome(
         event[name] = value
     table: dict[bytes, bytes] = {}
     for earlier in VALID[:index]:  # the session's history first: observe has state
-        run(b"s-guard", json.dumps(earlier).encode(), table)
-    run(None, json.dumps(event).encode(), table)
+        assert isinstance(judged(b"s-guard", json.dumps(earlier).encode(), table), Processed)
+    judged(None, json.dumps(event).encode(), table)
 
 
-@pytest.mark.parametrize("depth", [50, 500, 990, 5_000, 100_000])
+@pytest.mark.parametrize(
+    "depth",
+    [
+        50,
+        pytest.param(
+            500,
+            marks=pytest.mark.xfail(
+                raises=AssertionError,
+                strict=True,
+                reason="known bug: arguments nested ~500 deep pass json.loads (its limit is"
+                " ~990) but overflow the stack in models/fingerprints.py `_normalise`, so"
+                " the record is an `internal` dead letter (RecursionError), not a `schema` one",
+            ),
+        ),
+        990,
+        5_000,
+        100_000,
+    ],
+)
 def test_deep_nesting_gives_an_outcome(depth: int) -> None:
     nested = "[" * depth + "]" * depth
     call = f'{{"id":"c","name":"t","arguments":{nested}}}'
@@ -112,7 +141,7 @@ def test_deep_nesting_gives_an_outcome(depth: int) -> None:
         '{"type":"assistant_message","session_id":"deep","seq":0,'
         f'"ts":"2026-12-03T12:00:00Z","tool_calls":[{call}]}}'
     )
-    run(b"deep", value.encode())
+    judged(b"deep", value.encode())
 
 
 def test_lone_surrogate_is_a_schema_dead_letter() -> None:
