@@ -18,7 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from loopwatch.streams.settings import Settings
-from tests.kafka_broker import (
+from tests.support.kafka_broker import (
     BrokerUnavailable,
     check_reachable,
     no_broker,

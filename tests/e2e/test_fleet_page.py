@@ -23,7 +23,7 @@ from loopwatch.streams.fleetview.feed import FeedTopics
 from loopwatch.streams.fleetview.server import start_dashboard
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
-from tests.browser import chart_values, full_page_screenshot, headless_chromium
+from tests.support.browser import chart_values, full_page_screenshot, headless_chromium
 
 pytestmark = pytest.mark.kafka
 

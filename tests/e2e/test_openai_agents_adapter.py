@@ -28,7 +28,7 @@ from tests.e2e.frameworks import (
     search_result,
     warnings_in,
 )
-from tests.prompt_rules import check_responses
+from tests.support.prompt_rules import check_responses
 
 pytestmark = pytest.mark.kafka
 

@@ -9,9 +9,9 @@ import pytest
 
 from loopwatch.models import RULES
 from loopwatch.streams.cli import main
-from tests.browser import chart_values, full_page_screenshot, headless_chromium
-from tests.shared_data import trajectory_files
-from tests.unit.test_report import embedded
+from tests.support.browser import chart_values, full_page_screenshot, headless_chromium
+from tests.support.shared_data import trajectory_files
+from tests.unit.fleetview.test_report import embedded
 
 
 @pytest.mark.shared

@@ -13,7 +13,7 @@ from loopwatch.streams.demo.loopers import LoopOutcome, failing_edit, paging_rea
 from loopwatch.streams.demo.replay import replay
 from loopwatch.streams.demo.worker_process import WorkerProcess
 from loopwatch.streams.settings import Settings
-from tests.prompt_rules import check_anthropic, check_openai
+from tests.support.prompt_rules import check_anthropic, check_openai
 
 pytestmark = pytest.mark.kafka
 

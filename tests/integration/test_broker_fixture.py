@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.kafka_broker import KAFKA_SH, no_broker
+from tests.support.kafka_broker import KAFKA_SH, no_broker
 
 PROBE = KAFKA_SH.parent / "probe.py"
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from loopwatch.streams.demo.ports import free_ports
-from tests.builders import SessionBuilder
 from tests.integration.test_local_broker_script import kafka_sh
 from tests.integration.worker_harness import (
     WorkerEnv,
@@ -22,6 +21,7 @@ from tests.integration.worker_harness import (
     produce,
     verdict_key,
 )
+from tests.support.builders import SessionBuilder
 
 pytestmark = pytest.mark.kafka
 

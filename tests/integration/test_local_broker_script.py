@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopwatch.streams.demo.ports import free_ports
-from tests.kafka_broker import KAFKA_SH
+from tests.support.kafka_broker import KAFKA_SH
 
 pytestmark = pytest.mark.kafka
 

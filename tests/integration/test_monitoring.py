@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.monitoring import (
+from tests.support.monitoring import (
     DASHBOARD_PROVIDERS,
     DATASOURCES,
     PROMETHEUS_DIR,

@@ -33,7 +33,14 @@ from tests.integration.worker_harness import (
     produce,
     verdict_key,
 )
-from tests.otel_spans import CLEAN, LOOPING, InstrumentedAgent, export_records, raw_session, rules
+from tests.support.otel_spans import (
+    CLEAN,
+    LOOPING,
+    InstrumentedAgent,
+    export_records,
+    raw_session,
+    rules,
+)
 
 pytestmark = pytest.mark.kafka
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from loopwatch.streams.kafka.dead_letters import HEADER_ERROR, HEADER_REASON
-from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -19,6 +18,7 @@ from tests.integration.worker_harness import (
     produce,
     verdict_key,
 )
+from tests.support.builders import SessionBuilder
 
 pytestmark = pytest.mark.kafka
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -19,6 +18,7 @@ from tests.integration.worker_harness import (
     produce,
     verdict_key,
 )
+from tests.support.builders import SessionBuilder
 
 pytestmark = pytest.mark.kafka
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -22,6 +21,7 @@ from tests.integration.worker_harness import (
     produce,
     verdict_key,
 )
+from tests.support.builders import SessionBuilder
 
 pytestmark = pytest.mark.kafka
 

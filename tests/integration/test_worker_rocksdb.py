@@ -15,7 +15,6 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopwatch.models import AgentEvent
-from tests.builders import SessionBuilder
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -26,7 +25,8 @@ from tests.integration.worker_harness import (
     verdict_key,
     without_clock,
 )
-from tests.kafka_broker import in_ci
+from tests.support.builders import SessionBuilder
+from tests.support.kafka_broker import in_ci
 
 pytestmark = pytest.mark.kafka
 

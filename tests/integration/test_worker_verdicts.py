@@ -34,8 +34,8 @@ from tests.integration.worker_harness import (
     verdict_key,
     without_clock,
 )
-from tests.monitoring import missing_from
-from tests.shared_data import trajectory_files
+from tests.support.monitoring import missing_from
+from tests.support.shared_data import trajectory_files
 
 pytestmark = pytest.mark.kafka
 

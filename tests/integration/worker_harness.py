@@ -25,7 +25,7 @@ from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
-from tests.builders import SessionBuilder
+from tests.support.builders import SessionBuilder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_MARGIN_SECONDS = 30.0

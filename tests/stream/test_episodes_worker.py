@@ -12,8 +12,8 @@ import pytest
 from loopwatch.models import EPISODE_ADAPTER, DetectionConfig
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.worker.record import SessionRecord
-from tests.builders import SessionBuilder
 from tests.stream.conftest import Harness
+from tests.support.builders import SessionBuilder
 
 
 def _broken_loop(session_id: str = "s1") -> SessionBuilder:

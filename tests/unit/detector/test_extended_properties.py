@@ -1,0 +1,248 @@
+"""Property tests of the extended rules (docs/contract.md §9) against the history re-scan
+in tests/support/reference_extended.py: core == reference for every event under generated
+profiles and policies; snapshot round trips; bounded state; seed untouched.
+
+Sessions are rounds of a tool step and its results, drawn from a few steps and outcomes,
+so that cycles, identical calls in one turn and same-batch runs with changing outcomes
+come up often, with the rough edges (missing, extra and unknown results, carried
+fingerprints, boundaries and text steps mid-cycle) mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loopwatch.models import (
+    ALL_RULES,
+    EVENT_ADAPTER,
+    AgentEvent,
+    DetectionConfig,
+    LoopWarning,
+    call_fingerprint,
+    result_fingerprint,
+)
+from loopwatch.streams.detector import SessionState, observe
+from tests.support import reference, reference_extended
+
+RAW = "zqx"
+CALLS: tuple[tuple[str, Any], ...] = (
+    ("ls", {"dir": "."}),
+    ("read_file", {"path": "file1.txt"}),
+    ("read_file", {"path": "file2.txt"}),
+    ("bash", {"cmd": f"{RAW} pytest"}),
+    ("edit_file", {"path": "a.py", "old": RAW, "new": "y"}),
+    ("get_job_status", {"id": 7}),
+)
+RESULTS: tuple[tuple[Any, str | None], ...] = (
+    (f"{RAW} listing", None),
+    (f"{RAW} content", None),
+    (f"{RAW} other", None),
+    (None, f"{RAW} failed"),
+)
+TOOL_NAMES = tuple(sorted({name for name, _ in CALLS}))
+BASE_TS = datetime(2026, 1, 1, tzinfo=UTC)
+
+# One round: a tool step (1-4 calls; duplicates on purpose) and what answers it.
+call_pick = st.sampled_from((0, 0, 1, 1, 2, 3, 4, 5))
+result_plan = st.tuples(
+    st.sampled_from((0, 0, 0, 0, 0, 0, 1, 2)),  # 0 answer / 1 skip / 2 answer twice
+    st.sampled_from((0, 0, 0, 1, 2, 3)),  # which result
+    st.sampled_from((0, 0, 0, 0, 0, 1)),  # 1: carried call and result fingerprints
+)
+round_action = st.tuples(
+    st.just("round"),
+    st.tuples(
+        st.lists(call_pick, min_size=1, max_size=4),
+        st.lists(result_plan, min_size=4, max_size=4),
+        st.booleans(),  # results in reverse order
+        st.sampled_from((0, 0, 0, 0, 1)),  # 1: a result nobody called, mid-round
+        st.sampled_from((0, 0, 0, 0, 0, 1, 2)),  # same call id for all calls
+    ),
+)
+plain_action = st.tuples(st.sampled_from(("user", "system", "text", "end")), st.none())
+action = st.one_of(round_action, round_action, round_action, round_action, plain_action)
+# A few fixed rounds repeated make long cycles likely.
+actions = st.one_of(
+    st.lists(action, min_size=1, max_size=30),
+    st.lists(st.sampled_from(range(4)), min_size=6, max_size=30).flatmap(
+        lambda picks: st.tuples(st.lists(action, min_size=4, max_size=4), st.just(picks)).map(
+            lambda pair: [pair[0][i] for i in pair[1]]
+        )
+    ),
+)
+tool_subset = st.lists(st.sampled_from(TOOL_NAMES), max_size=2, unique=True)
+configs = st.builds(
+    lambda profile, t, m, c, k, aware, switches, exempt, own: DetectionConfig(
+        profile=profile,
+        threshold=t,
+        mutating_failure_threshold=m,
+        call_in_turn_threshold=c,
+        cycle_threshold=k,
+        result_aware_batches=aware,
+        rules=switches,
+        exempt_tools=exempt,
+        tool_thresholds=own,
+    ),
+    st.sampled_from(("seed", "extended", "extended")),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(2, 3),
+    st.integers(1, 3),
+    st.sampled_from((None, None, True, False)),
+    st.dictionaries(st.sampled_from(ALL_RULES), st.booleans(), max_size=2),
+    tool_subset,
+    st.dictionaries(st.sampled_from(TOOL_NAMES), st.integers(1, 4), max_size=2),
+)
+
+
+class Rounds:
+    def __init__(self, session_id: str = "s") -> None:
+        self.session_id = session_id
+        self.seq = -1
+        self.ids = 0
+
+    def _common(self, kind: str) -> dict[str, Any]:
+        self.seq += 1
+        ts = BASE_TS + timedelta(seconds=self.seq)
+        return {
+            "type": kind,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "ts": ts.isoformat(),
+            "agent_id": "agent-1",
+        }
+
+    def events(self, act: tuple[str, Any]) -> list[dict[str, Any]]:
+        kind, arg = act
+        if kind in ("user", "system"):
+            return [{**self._common(f"{kind}_message"), "text": RAW}]
+        if kind == "text":
+            return [{**self._common("assistant_message"), "text": RAW}]
+        if kind == "end":
+            return [self._common("session_end")]
+        picks, plans, reverse, ghost, shared = arg
+        calls = []
+        for index in picks:
+            self.ids += 1
+            name, args = CALLS[index]
+            call_id = "same" if shared == 1 else ("c1" if shared == 2 else f"c{self.ids}")
+            calls.append({"id": call_id, "name": name, "arguments": args})
+        out = [{**self._common("assistant_message"), "tool_calls": calls}]
+        answers = []
+        for call, (times, which, carried) in zip(calls, plans, strict=False):
+            result, error = RESULTS[which]
+            body = {
+                "call_id": call["id"],
+                "tool_name": call["name"],
+                "result": result,
+                "error": error,
+            }
+            if carried:
+                body["call_fingerprint"] = call_fingerprint(call["name"], call["arguments"])
+                body["result_fingerprint"] = result_fingerprint(call["name"], result, error)
+            answers += [body] * (0 if times == 1 else 2 if times == 2 else 1)
+        if reverse:
+            answers.reverse()
+        if ghost:
+            answers.insert(len(answers) // 2, {"call_id": "ghost", "tool_name": "ls"})
+        out += [{**self._common("tool_result"), **body} for body in answers]
+        return out
+
+
+def build(acts: Sequence[tuple[str, Any]], session_id: str = "s") -> list[AgentEvent]:
+    rounds = Rounds(session_id)
+    return [EVENT_ADAPTER.validate_python(raw) for act in acts for raw in rounds.events(act)]
+
+
+def project(warning: LoopWarning | None) -> reference.ExpectedWarning | None:
+    if warning is None:
+        return None
+    return reference.ExpectedWarning(
+        warning.rule, tuple(warning.tool_names), warning.count, warning.threshold
+    )
+
+
+def verdicts(
+    events: Sequence[AgentEvent], config: DetectionConfig, round_trip: bool = False
+) -> list[bytes]:
+    state: SessionState | None = None
+    out = []
+    for event in events:
+        state, verdict = observe(state, event, config)
+        assert verdict is not None
+        out.append(verdict.to_json())
+        if round_trip and state is not None:
+            state = SessionState.from_snapshot(json.loads(json.dumps(state.to_snapshot())))
+    return out
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=actions, config=configs)
+def test_core_matches_the_extended_reference(acts: list, config: DetectionConfig) -> None:
+    events = build(acts)
+    replay = reference_extended.ReplaySession(config)
+    state: SessionState | None = None
+    for index, event in enumerate(events):
+        _, expected = replay.feed(event)
+        state, verdict = observe(state, event, config)
+        assert verdict is not None
+        context = "\n".join(e.model_dump_json() for e in events[: index + 1])
+        assert project(verdict.warning) == expected, f"{config!r}\n{context}"
+        if verdict.warning is not None:
+            assert RAW not in verdict.warning.message
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=actions)
+def test_the_seed_profile_is_the_seed_reference(acts: list) -> None:
+    # Whatever the extended state holds, the seed profile judges as docs/contract.md §4 alone.
+    events = build(acts)
+    seed = reference.ReplaySession(DetectionConfig())
+    state: SessionState | None = None
+    for event in events:
+        _, expected = seed.feed(event)
+        state, verdict = observe(state, event, DetectionConfig())
+        assert verdict is not None and project(verdict.warning) == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=actions, config=configs)
+def test_snapshot_round_trip_keeps_extended_verdicts(acts: list, config: DetectionConfig) -> None:
+    events = build(acts)
+    assert verdicts(events, config, round_trip=True) == verdicts(events, config)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    acts=actions,
+    first=configs,
+    second=configs,
+    cuts=st.lists(st.integers(0, 60), max_size=3, unique=True),
+)
+def test_a_policy_change_mid_session_judges_like_a_rescan(
+    acts: list, first: DetectionConfig, second: DetectionConfig, cuts: list[int]
+) -> None:
+    # Hot reload: after a switch each rule judges as a re-scan of the events its state
+    # was kept for: the whole history for a rule both policies run, the events from the
+    # switch on for one the new policy switches on (contract §9.1). Switching back and
+    # forth drops a state and starts it again.
+    events = build(acts)
+    state: SessionState | None = None
+    history: list[AgentEvent] = []
+    kept = reference_extended.KeptSince()
+    for index, event in enumerate(events):
+        config = (first, second)[sum(cut <= index for cut in cuts) % 2]
+        if history and history[-1].type == "session_end":
+            history, kept = [], reference_extended.KeptSince()
+        history.append(event)
+        since = kept.judge(len(history) - 1, config)
+        state, verdict = observe(state, event, config)
+        assert verdict is not None
+        expected = reference_extended.expected_warning(history, config, since)
+        assert project(verdict.warning) == expected
