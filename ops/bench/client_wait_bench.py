@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
-from worker_bench import Usage, broker_pauses, machine_load, worker_env  # noqa: E402
+from harness import Usage, broker_pauses, machine_load, worker_env  # noqa: E402
 
 from loopwatch.streams.client import Call, LoopwatchClient, VerdictWait  # noqa: E402
 from loopwatch.streams.demo.worker_process import start_worker  # noqa: E402

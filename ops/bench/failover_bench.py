@@ -26,8 +26,8 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +43,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core_bench import machine  # noqa: E402
-from worker_bench import worker_env  # noqa: E402
+from harness import worker_env  # noqa: E402
 
+from loopwatch.streams.demo.worker_process import WorkerProcess  # noqa: E402
 from loopwatch.streams.kafka.admin import create_topics  # noqa: E402
 from loopwatch.streams.settings import Settings  # noqa: E402
 
@@ -78,7 +79,7 @@ class Bench:
         self.prefix = f"lw-failover-{uuid.uuid4().hex[:8]}"
         self.verdicts = Verdicts()
         self.seq = 0
-        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.workers: dict[str, WorkerProcess] = {}
         self.starts: dict[str, int] = {}
 
     def env(self, name: str) -> dict[str, str]:
@@ -89,35 +90,30 @@ class Bench:
             env["LOOPWATCH_WORKER_ID"] = f"bench-{name}"
         return env
 
+    @property
+    def settings(self) -> Settings:
+        return Settings.from_env(self.env("a"))
+
     def start(self, name: str) -> None:
         self.starts[name] = self.starts.get(name, 0) + 1
-        log = (self.workdir / f"{name}-{self.starts[name]}.log").open("wb")
-        self.workers[name] = subprocess.Popen(
-            [sys.executable, "-m", "loopwatch.streams.cli", "worker", "--loglevel", "warning"],
-            env=self.env(name),
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        env = self.env(name)
+        log = self.workdir / f"{name}-{self.starts[name]}.log"
+        worker = WorkerProcess(Settings.from_env(env), log, env=env, cwd=REPO)
+        worker.start()
+        self.workers[name] = worker
 
     def kill(self, name: str) -> None:
-        proc = self.workers.pop(name)
-        proc.kill()  # SIGKILL: no goodbye to the group, no flush
-        proc.wait()
+        self.workers.pop(name).stop(signal.SIGKILL)  # no goodbye to the group, no flush
 
     def stop_all(self) -> None:
-        for proc in self.workers.values():
-            proc.terminate()
-        for proc in self.workers.values():
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        for worker in self.workers.values():
+            worker.stop(timeout=60)
         self.workers.clear()
 
     async def produce(self, stop: asyncio.Event) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
         await producer.start()
+        events = self.settings.events_topic
         try:
             while not stop.is_set():
                 now = datetime.now(UTC).isoformat()
@@ -130,7 +126,7 @@ class Bench:
                         "ts": now,
                     }
                     await producer.send(
-                        f"{self.prefix}-events",
+                        events,
                         json.dumps(event).encode(),
                         key=session.encode(),
                         partition=partition,
@@ -143,7 +139,7 @@ class Bench:
 
     async def read_verdicts(self, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(
-            f"{self.prefix}-verdicts",
+            self.settings.verdicts_topic,
             bootstrap_servers=self.bootstrap,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
@@ -238,7 +234,7 @@ async def main_async(args: argparse.Namespace) -> None:
         workdir = Path(args.logs or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         bench = Bench(args, bootstrap, workdir)
-        settings = Settings.from_env(bench.env("a"))
+        settings = bench.settings
         await create_topics(settings)
         print(f"machine: {machine()}; load {os.getloadavg()[0]:.2f} at start")
         print(

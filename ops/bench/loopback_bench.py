@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
 
 from core_bench import machine  # noqa: E402
-from worker_bench import machine_ticks  # noqa: E402
+from harness import machine_ticks  # noqa: E402
 
 
 def echo(port: int) -> None:

@@ -12,12 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.otel_spans
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # loopwatch, from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # otel_agent
+
+from otel_agent import InstrumentedAgent, Tool, export_records
 
 from loopwatch.streams.otel.mapping import SpanRecord, to_record
 from loopwatch.streams.otel.ordering import BridgeSession, admit, release
 from loopwatch.streams.otel.spans import Encoding, Span, decode_spans
-from tests.otel_spans import InstrumentedAgent, Tool, export_records
 
 
 def records(sessions: int, turns: int, encoding: str) -> list[bytes]:

@@ -15,7 +15,7 @@ Two ways for each input:
 Target (issue 2): scan >= 50,000 events/s on one core. Median of several repetitions.
 
 Then, on each real trajectory file: `scan` in-process against the naive re-scan (each line
-decoded with the same `decode_event`, then `tests/reference.py` replays the session's
+decoded with the same `decode_event`, then `ReplaySession` (rescan.py) replays the session's
 whole history at every event; it writes no output, which favours it), run alternately
 so both see the same load; min/median/max and the ratio of the medians. Target (issue
 14): scan >= 4x the naive re-scan on tau-airline.
@@ -40,10 +40,10 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 import synth  # noqa: E402
 from core_bench import machine, median_time  # noqa: E402
+from rescan import ReplaySession  # noqa: E402
 
 from loopwatch.models import DetectionConfig, decode_event  # noqa: E402
 from loopwatch.streams.cli import main as cli_main  # noqa: E402
-from tests.reference import ReplaySession  # noqa: E402
 
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
 

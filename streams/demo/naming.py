@@ -3,7 +3,9 @@ demo never publishes into a deployment's topics nor joins its consumer group."""
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 from loopwatch.streams.settings import ENVIRONMENT, Settings
 
@@ -26,3 +28,20 @@ def demo_names(prefix: str) -> dict[str, str]:
             default = Settings.model_fields[field].default
             names[variable] = f"{prefix}.{default}"
     return names
+
+
+def isolated_env(
+    bootstrap: str, prefix: str, partitions: int, web_port: int, data_dir: Path
+) -> dict[str, str]:
+    """A worker's whole environment for a run of its own on a shared broker (a test's, a
+    bench's): this process's environment without its `LOOPWATCH_` variables, the app id
+    and every topic named after `prefix` (`demo_names`), and the other settings given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
+    env.update(
+        demo_names(prefix),
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        LOOPWATCH_PARTITIONS=str(partitions),
+        LOOPWATCH_WEB_PORT=str(web_port),
+        LOOPWATCH_DATA_DIR=str(data_dir),
+    )
+    return env

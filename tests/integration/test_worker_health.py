@@ -30,7 +30,7 @@ async def test_ready_names_the_partitions_and_healthz_answers(
     await env.create_topics()
     worker = WorkerProcess(env, tmp_path)
     try:
-        ready = worker.wait_ready()
+        ready = worker.wait_ready_blocking()
         healthz = worker.get("/healthz")
         threads = _thread_names(worker.proc.pid)
     finally:
@@ -80,7 +80,7 @@ async def test_a_surviving_worker_takes_over_within_the_timeouts(
             distinct=verdict_key,
             deadline=failover_deadline(env.settings()),
         )
-        taken_over = second.wait_ready()
+        taken_over = second.wait_ready_blocking()
     finally:
         first.stop()
         second.stop()

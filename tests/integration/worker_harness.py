@@ -8,10 +8,7 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +18,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import AgentEvent, DetectionConfig
+from loopwatch.streams.demo.naming import isolated_env
 from loopwatch.streams.demo.ports import free_ports
+from loopwatch.streams.demo.worker_process import WorkerFailed
+from loopwatch.streams.demo.worker_process import WorkerProcess as ChildProcess
 from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
@@ -62,47 +62,35 @@ class WorkerEnv:
 
     @property
     def events(self) -> str:
-        return f"{self.prefix}-events"
+        return self.settings().events_topic
 
     @property
     def verdicts(self) -> str:
-        return f"{self.prefix}-verdicts"
+        return self.settings().verdicts_topic
 
     @property
     def warnings(self) -> str:
-        return f"{self.prefix}-warnings"
+        return self.settings().warnings_topic
 
     @property
     def dlq(self) -> str:
-        return f"{self.prefix}-dlq"
+        return self.settings().dlq_topic
 
     @property
     def config(self) -> str:
-        return f"{self.prefix}-config"
+        return self.settings().config_topic
 
     @property
     def episodes(self) -> str:
-        return f"{self.prefix}-episodes"
+        return self.settings().episodes_topic
 
     @property
     def changelog(self) -> str:
-        return f"{self.prefix}-sessions-changelog"
+        return self.settings().changelog_topic
 
     def env(self, web_port: int) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPWATCH_")}
-        env.update(
-            KAFKA_BOOTSTRAP_SERVERS=self.bootstrap,
-            LOOPWATCH_APP_ID=self.prefix,
-            LOOPWATCH_EVENTS_TOPIC=self.events,
-            LOOPWATCH_VERDICTS_TOPIC=self.verdicts,
-            LOOPWATCH_WARNINGS_TOPIC=self.warnings,
-            LOOPWATCH_DLQ_TOPIC=self.dlq,
-            LOOPWATCH_EPISODES_TOPIC=self.episodes,
-            LOOPWATCH_CONFIG_TOPIC=self.config,
-            LOOPWATCH_PARTITIONS=str(self.partitions),
-            LOOPWATCH_WEB_PORT=str(web_port),
-            LOOPWATCH_DATA_DIR=f"/tmp/{self.prefix}",
-        )
+        data_dir = Path(f"/tmp/{self.prefix}")
+        env = isolated_env(self.bootstrap, self.prefix, self.partitions, web_port, data_dir)
         env.update(self.extra)  # may override any of the above (e.g. LOOPWATCH_DATA_DIR)
         return env
 
@@ -114,8 +102,9 @@ class WorkerEnv:
         await create_topics(self.settings())
 
 
-class WorkerProcess:
-    """One `loopwatch worker`; its output goes to a log file printed when a test fails."""
+class WorkerProcess(ChildProcess):
+    """One `loopwatch worker` (or `command`), started at once; its output goes to a log
+    file whose excerpt a failure shows."""
 
     def __init__(
         self,
@@ -127,34 +116,25 @@ class WorkerProcess:
     ) -> None:
         self.web_port = free_ports()
         own = {} if worker_id is None else {"LOOPWATCH_WORKER_ID": worker_id}
-        self.log_path = log_dir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "loopwatch.streams.cli",
-                command,
-                "--loglevel",
-                os.environ.get("LW_TEST_LOGLEVEL", "info"),
-            ],
-            # the otel-bridge has a web port setting of its own
-            env={
-                **env.env(self.web_port),
-                "LOOPWATCH_OTEL_WEB_PORT": str(self.web_port),
-                **own,
-            },
+        # the otel-bridge has a web port setting of its own
+        child_env = {**env.env(self.web_port), "LOOPWATCH_OTEL_WEB_PORT": str(self.web_port), **own}
+        super().__init__(
+            Settings.from_env(child_env),
+            log_dir / f"{name}.log",
+            os.environ.get("LW_TEST_LOGLEVEL", "info"),
+            command=command,
+            env=child_env,
             cwd=REPO_ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
         )
+        self.start()
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=timeout)
-        self._log.close()
-        return code
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        assert self._process is not None
+        return self._process
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        return super().stop(sig, timeout)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -164,28 +144,8 @@ class WorkerProcess:
         its last `tail` characters, for a failure message."""
         return log_excerpt(self.log(), tail)
 
-    def get(self, path: str) -> tuple[int, Any]:
-        """(HTTP status, JSON body) of a page on the worker's web port; (0, None) while
-        nothing answers."""
-        url = f"http://127.0.0.1:{self.web_port}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as page:
-                return page.status, json.loads(page.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return 0, None
-
-    def wait_ready(self, deadline: float = 90.0) -> dict[str, Any]:
-        """Poll `/ready` until it answers 200 (the worker processes its partitions)."""
-        end = time.monotonic() + deadline
-        while True:
-            status, document = self.get("/ready")
-            if status == 200:
-                return dict(document)
-            if time.monotonic() > end or self.proc.poll() is not None:
-                raise AssertionError(f"not ready: {document}; log:\n{self.log_excerpt()}")
-            time.sleep(0.2)  # polling a probe against a deadline
+    def failed(self, message: str) -> WorkerFailed:
+        return WorkerFailed(f"{message}; log:\n{self.log_excerpt()}")
 
 
 def log_excerpt(text: str, tail: int = 3000, traceback_lines: int = 40) -> str:
