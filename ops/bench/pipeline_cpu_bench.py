@@ -109,14 +109,14 @@ def _alternate(repos: list[Path], args: argparse.Namespace) -> int:
 def _best_pipeline(
     modules: dict[str, Any], records: list[tuple[bytes, bytes]], reps: int
 ) -> tuple[float, list[Any]]:
-    process_record = modules["processing"].process_record
-    options = modules["processing"].PipelineOptions(
+    process_record = modules["pipeline"].process_record
+    options = modules["pipeline"].PipelineOptions(
         detection=modules["models"].DetectionConfig(), max_event_bytes=1 << 20
     )
     now = datetime(2026, 12, 3, tzinfo=UTC)
     best, stored = float("inf"), []
     for _ in range(reps):
-        store = modules["session_store"].MemorySessionStore()
+        store = modules["store"].MemorySessionStore()
         expiry = modules["expiry"].ExpiryIndex(
             idle_ttl=timedelta(hours=1), ended_retention=timedelta(minutes=5)
         )
@@ -135,7 +135,7 @@ def _best_pipeline(
 
 
 def _best_record_codec(modules: dict[str, Any], stored: list[Any], reps: int) -> tuple[float, ...]:
-    decode_record = modules["session_record"].SessionRecord.decode
+    decode_record = modules["record"].SessionRecord.decode
     encoded = [record.encode() for record in stored]
     best_encode = best_decode = float("inf")
     for _ in range(reps):
@@ -155,7 +155,7 @@ def _best_record_codec(modules: dict[str, Any], stored: list[Any], reps: int) ->
 def _pipeline(repo: Path) -> dict[str, Any]:
     """The pipeline's modules from the checkout at `repo`."""
     sys.path.insert(0, str(repo))
-    names = ("models", "processing", "session_store", "expiry", "session_record")
+    names = ("models", "pipeline", "store", "expiry", "record")
     paths = (
         "loopwatch.models",
         "loopwatch.streams.worker.pipeline",
