@@ -32,22 +32,23 @@ def declare_topics(
     partitions: int,
     verdict_partitions: int,
 ) -> Topics:
-    def raw(name: str, count: int = partitions, **options: Any) -> Any:
-        return app.topic(
-            name,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=count,
-            **options,
-        )
-
-    # allow_empty: a null-value record must reach the agent (and the DLQ), not vanish.
+    # allow_empty: a null-value record must reach the handler (and the DLQ), not vanish.
     return Topics(
-        events=raw(events, allow_empty=True),
-        verdicts=raw(verdicts, verdict_partitions),
-        warnings=raw(warnings),
-        dead_letters=raw(dead_letters),
-        episodes=raw(episodes),
+        events=raw_topic(app, events, partitions=partitions, allow_empty=True),
+        verdicts=raw_topic(app, verdicts, partitions=verdict_partitions),
+        warnings=raw_topic(app, warnings, partitions=partitions),
+        dead_letters=raw_topic(app, dead_letters, partitions=partitions),
+        episodes=raw_topic(app, episodes, partitions=partitions),
+    )
+
+
+def raw_topic(app: Any, name: str, **options: Any) -> Any:
+    """A faust topic of raw bytes both ways (`options`: faust's, e.g. `partitions`)."""
+    return app.topic(
+        name,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        **options,
     )

@@ -21,6 +21,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
 from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.kafka.outputs import Outputs
+from loopwatch.streams.kafka.topics import raw_topic
 from loopwatch.streams.otel.bridge import OtelBridge, tick_value
 from loopwatch.streams.otel.settings import TABLE_NAME, OtelSettings
 
@@ -39,17 +40,9 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         processing_guarantee="at_least_once",
     )
 
-    def raw(name: str) -> Any:
-        return app.topic(
-            name,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            allow_empty=True,  # a null value must reach the agent (and the DLQ)
-        )
-
-    exported, rekeyed = raw(settings.spans_topic), raw(settings.internal_topic)
+    # allow_empty: a null value must reach the handler (and the DLQ)
+    exported = raw_topic(app, settings.spans_topic, allow_empty=True)
+    rekeyed = raw_topic(app, settings.internal_topic, allow_empty=True)
     table, on_changelog = sessions_table(app, TABLE_NAME, partitions=base.partitions)
     if outputs is None:
         outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
