@@ -287,8 +287,9 @@ export class KafkaTransport {
   }
 }
 
+/** A plain sleep; `close()` uses it, and its caller awaits `close()`. */
 function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** An error's class name only: broker errors may quote request content. */

@@ -105,6 +105,11 @@ export class Worker {
       timeout: 60_000,
     });
     if (created.status !== 0) throw new Error(`loopwatch topics create failed: ${created.stderr}`);
+    return Worker.startWith(env, deadlineMs);
+  }
+
+  /** Start a worker on an environment whose topics exist. */
+  static async startWith(env: WorkerEnv, deadlineMs = 120_000): Promise<Worker> {
     const dir = mkdtempSync(join(tmpdir(), "lw-ts-worker-"));
     const logPath = join(dir, "worker.log");
     const log = createWriteStream(logPath);
