@@ -46,17 +46,16 @@ test("ai-sdk: the warning reaches the very next request, never the stored messag
       model,
       system: "You are a coding agent.",
       prompt: "Change x to 2 in src/app.py.",
-      // (cast: the SDK's tool types do not check under exactOptionalPropertyTypes)
       tools: {
         edit_file: tool({
           description: "Replace text in a file",
           inputSchema: z.object({ path: z.string(), old: z.string(), new: z.string() }),
-          execute: async () => {
+          execute: async (): Promise<string> => {
             edits++;
             throw new Error("old_string not found in src/app.py");
           },
         }),
-      } as unknown as Parameters<typeof generateText>[0]["tools"],
+      },
       stopWhen: stepCountIs(10),
     });
     assert.equal(edits, 4);
