@@ -165,12 +165,12 @@ export class Session {
         complete = this.ledger.hasVerdict(target);
         if (complete) this.deps.breaker.success();
         else if (!this.closed) {
-          this.deps.breaker.failure("verdict_timeout");
           if (this.deps.logTimeouts) {
             this.deps.warn(
               `no verdict for session ${this.sessionId} seq ${target} within ${timeoutMs} ms; going on without it`,
             );
           }
+          this.deps.breaker.failure("verdict_timeout");
         }
       }
     } else if (complete && target !== null) {
