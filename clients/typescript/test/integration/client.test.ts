@@ -7,9 +7,11 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
+import kafkajs from "kafkajs";
+
 import { LoopwatchClient, MARKER, type Message } from "../../src/index.js";
 import { MemoryLogger } from "../support/log.js";
-import { brokerUnavailable, Worker } from "../support/worker.js";
+import { BOOTSTRAP, brokerUnavailable, Worker } from "../support/worker.js";
 
 const skip = await brokerUnavailable();
 let worker: Worker | undefined;
@@ -85,4 +87,57 @@ test("a looping agent gets its warning placed in the next prompt, never in its h
   assert.equal(stats.timeouts, 0);
   assert.ok(stats.published >= 8, JSON.stringify(stats));
   assert.equal(stats.warnings.repeated_failed_mutation, 3);
+});
+
+test("bad records on the verdicts topic are skipped and counted, never thrown", { skip: skip ?? false }, async () => {
+  const c = client as LoopwatchClient;
+  const id = `ts-bad-${Date.now()}`;
+  const session = c.openSession(id);
+  session.user("hello", { messageIndex: 0 });
+  assert.equal((await session.verdicts()).complete, true); // connected and reading
+  const before = c.stats().badRecords;
+  const kafka = new kafkajs.Kafka({ brokers: BOOTSTRAP.split(","), logLevel: kafkajs.logLevel.NOTHING });
+  const producer = kafka.producer();
+  await producer.connect();
+  await producer.send({
+    topic: (worker as Worker).env.verdictsTopic,
+    messages: [
+      { key: id, value: "not json {" },
+      { key: id, value: JSON.stringify({ type: "loop_verdict", session_id: id, seq: "1" }) },
+    ],
+  });
+  await producer.disconnect();
+  // The session's next event still gets its verdict, after the bad records were read.
+  session.user("again", { messageIndex: 1 });
+  const wait = await session.verdicts();
+  assert.equal(wait.complete, true);
+  assert.equal(c.stats().badRecords - before, 2);
+  assert.ok(logger.lines.some((l) => l.startsWith("verdict reader: undecodable verdict at offset")));
+  assert.ok(logger.lines.every((l) => !l.includes("not json")), "no record content in the log");
+  session.end();
+});
+
+test("measured: the wait a model call adds with the circuit closed (real worker)", { skip: skip ?? false }, async () => {
+  const c = client as LoopwatchClient;
+  const tracker = c.tracker(`ts-measure-${Date.now()}`, "openai");
+  const history: Message[] = [{ role: "user", content: "go" }];
+  const waits: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    history.push({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: `m${i}`, type: "function", function: { name: "read_file", arguments: JSON.stringify({ path: `f${i}.py` }) } }],
+    });
+    history.push({ role: "tool", tool_call_id: `m${i}`, content: `contents of f${i}` });
+    await tracker.prompt(history);
+    assert.equal(tracker.lastWait?.complete, true);
+    waits.push(tracker.lastWait!.waitedMs);
+  }
+  const sorted = [...waits].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  console.log(
+    `# circuit closed, real worker: ${waits.length} model calls (2 events each), verdict wait ` +
+      `p50 ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms`,
+  );
+  assert.equal(c.stats().circuit.state, "closed");
 });
