@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import REPLY_PARTITION_HEADER, reply_header
 from loopwatch.streams.client import LoopwatchClient
 from loopwatch.streams.client.reader import partition_for
-from tests.integration.worker_harness import WorkerEnv, WorkerProcess, consume
+from tests.integration.worker_harness import WorkerEnv, WorkerProcess
 
 pytestmark = pytest.mark.kafka
 
@@ -39,12 +41,12 @@ def worker(worker_env: WorkerEnv, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 async def _disjoint_claims(*clients: LoopwatchClient) -> list[set[int]]:
-    """Wait until the group has given every client a claim of its own, read by it."""
+    """Wait until the group has given every client a claim of its own, and reads only it."""
     while True:
         changed = [asyncio.ensure_future(c.reader.reassigned()) for c in clients]
         claims = [c.reader.claimed_partitions or set() for c in clients]
         read = all(
-            claim <= c.reader.assigned_partitions for claim, c in zip(claims, clients, strict=True)
+            claim == c.reader.assigned_partitions for claim, c in zip(claims, clients, strict=True)
         )
         if read and all(claims) and len(set().union(*claims)) == sum(map(len, claims)):
             for future in changed:
@@ -53,6 +55,22 @@ async def _disjoint_claims(*clients: LoopwatchClient) -> list[set[int]]:
         await asyncio.wait(changed, return_when=asyncio.FIRST_COMPLETED)
         for future in changed:
             future.cancel()
+
+
+async def _read_keys(bootstrap: str, topic: str, keys: set[bytes]) -> list[Any]:
+    """The records of `topic` with these keys, read from the start until each has come
+    (or a deadline that only bounds a broken run)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    found: dict[bytes, Any] = {}
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while len(found) < len(keys) and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                found.update((r.key, r) for r in batch if r.key in keys)
+    finally:
+        await consumer.stop()
+    return list(found.values())
 
 
 async def test_each_client_receives_only_its_own_sessions_verdicts(
@@ -123,12 +141,8 @@ async def test_the_worker_routes_by_header_and_a_bad_header_by_key(
             )
     finally:
         await producer.stop()
-    records = await consume(
-        bootstrap,
-        worker_env.verdicts,
-        until=len(cases),
-        distinct=lambda r: r.key if r.key.startswith(b"hdr-") else None,
-    )
+    wanted = {f"hdr-{sid}".encode() for sid in cases}
+    records = await _read_keys(bootstrap, worker_env.verdicts, wanted)
     partition_of = {r.key.decode(): r.partition for r in records if r.key.startswith(b"hdr-")}
     expected = {f"hdr-{sid}": partition_for(f"hdr-{sid}", PARTITIONS) for sid in cases}
     expected["hdr-to-three"], expected["hdr-to-zero"] = 3, 0
