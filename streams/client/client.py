@@ -22,9 +22,15 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from loopwatch.models import reply_header
 from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.history import Format, ToolError
-from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
+from loopwatch.streams.client.reader import (
+    FETCH_MAX_WAIT_MS,
+    PartitionClaim,
+    VerdictReader,
+    runtime_group,
+)
 from loopwatch.streams.client.session import Session
 from loopwatch.streams.client.stats import ClientStats
 from loopwatch.streams.client.tracker import HistoryTracker
@@ -54,10 +60,16 @@ class LoopwatchClient:
         kafka_options: Mapping[str, Any] | None = None,
         log_timeouts: bool = True,
         clock: Callable[[], datetime] = _utc_now,
+        reply_partitions: bool = True,
+        runtime_group: str | None = None,
     ) -> None:
         """`kafka_options`: extra aiokafka keyword arguments (security, client id, ...).
         `local_fingerprints`: send fingerprints instead of raw content (docs/contract.md §3).
-        `log_timeouts`: log each verdict wait that gives up (they are counted either way)."""
+        `log_timeouts`: log each verdict wait that gives up (they are counted either way).
+        `reply_partitions`: read only the verdict partitions this process claims in the
+        consumer group `runtime_group` (default: one per verdicts topic) and name them
+        in each event (docs/client.md, "Reply partitions"); False: read every partition
+        (needs no group; for workers older than the reply-partition header)."""
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic
         self.agent_id = agent_id
@@ -79,6 +91,9 @@ class LoopwatchClient:
             isolation_level="read_committed",
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
+        self._options = options
+        self.reply_partitions = reply_partitions
+        self.runtime_group = runtime_group or _default_group(verdicts_topic)
         self._reader: VerdictReader | None = None
         self._sessions: dict[str, Session] = {}
         self._trackers: dict[str, HistoryTracker] = {}
@@ -111,13 +126,26 @@ class LoopwatchClient:
         try:
             await self._consumer.start()
             partitions = await self._producer.partitions_for(self.verdicts_topic)
-            reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions))
+            reader = VerdictReader(
+                self._consumer, self.verdicts_topic, len(partitions), self._claim()
+            )
             await reader.start()
         except BaseException:
             await self._producer.stop()
             await self._consumer.stop()
             raise
         self._reader = reader
+
+    def _claim(self) -> PartitionClaim | None:
+        if not self.reply_partitions:
+            return None
+        member = AIOKafkaConsumer(
+            **self._options,
+            group_id=self.runtime_group,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+        )
+        return PartitionClaim(member, self.verdicts_topic)
 
     async def stop(self) -> None:
         for session in list(self._sessions.values()):
@@ -201,9 +229,13 @@ class LoopwatchClient:
             self._reader.unwatch(session.session_id)
 
     async def _publish(self, session_id: str, record: bytes) -> asyncio.Future[Any] | None:
+        reply = self._reader.stamp(session_id) if self._reader is not None else None
         try:
             delivery: asyncio.Future[Any] = await self._producer.send(
-                self.events_topic, record, key=session_id.encode("utf-8")
+                self.events_topic,
+                record,
+                key=session_id.encode("utf-8"),
+                headers=None if reply is None else [reply_header(reply)],
             )
         except KafkaError as exc:
             self._publish_failed(session_id, exc)
@@ -219,3 +251,7 @@ class LoopwatchClient:
     def _publish_failed(self, session_id: str, exc: BaseException) -> None:
         self.stats.publish_errors += 1
         log.warning("event of session %s not published: %s", session_id, type(exc).__name__)
+
+
+def _default_group(verdicts_topic: str) -> str:
+    return runtime_group(verdicts_topic)

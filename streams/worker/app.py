@@ -24,6 +24,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
 )
 from loopwatch.streams.kafka.faust_ext.inline import inline_callback
 from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.producer import partition_count
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.kafka.outputs import FaustOutputs, Outputs
 from loopwatch.streams.kafka.topics import declare_topics
@@ -112,6 +113,8 @@ def create_app(
         policies_loaded=None if follower is None else follower.loaded,
         expiry=expiry,
         metrics=metrics,
+        # the topic's count as it is (an existing topic keeps its own), not the setting
+        verdict_partitions=lambda: partition_count(started_producer(app), settings.verdicts_topic),
     )
     on_changelog.target = handler.on_changelog_event
     _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
