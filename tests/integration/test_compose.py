@@ -20,7 +20,10 @@ COMPOSE = REPO / "docker-compose.yml"
 
 
 def compose() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    """The file as `docker compose` reads it with none of its variables set: each
+    `${VAR:-default}` is its default (what a user gets)."""
+    text = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", COMPOSE.read_text())
+    loaded: dict[str, Any] = yaml.safe_load(text)
     return loaded
 
 

@@ -10,6 +10,7 @@ the `worker` extra starts a worker against the real broker.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -177,3 +178,36 @@ def test_the_worker_extra_from_the_wheel_starts_a_worker(
     finally:
         code = worker.stop(signal.SIGTERM, timeout=60)
     assert code == 0, (tmp_path / "worker.log").read_text()[-3000:]
+
+
+def frozen(python: Path) -> dict[str, str]:
+    out = run(python, "-m", "pip", "list", "--format=json")
+    return {p["name"].lower(): p["version"] for p in json.loads(out)}
+
+
+def test_the_base_install_leaves_an_agent_frameworks_packages_alone(
+    dists: Dists, tmp_path: Path
+) -> None:
+    python = fresh_venv(tmp_path / "venv")
+    # the frameworks the adapters serve (the extras' own ranges), as an application has them
+    run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "langchain>=1,<2",
+        "openai-agents>=0.24",
+        "pydantic-ai-slim>=2.60,<3",
+    )
+    before = frozen(python)
+    run(python, "-m", "pip", "install", "-q", dists.wheel)
+    after = frozen(python)
+    changed = {name: (v, after.get(name)) for name, v in before.items() if after.get(name) != v}
+    assert changed == {}, changed
+    assert "faust-streaming" not in after and "mode-streaming" not in after
+    run(
+        python,
+        "-c",
+        "import loopwatch.streams.client.langchain, loopwatch.streams.client.pydantic_ai",
+    )
