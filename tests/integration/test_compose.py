@@ -1,7 +1,7 @@
 """docker-compose.yml: the services the README promises, wired as the app needs them.
 
-No Docker engine runs here; `docker compose config` validates the file without one, and
-runs when the docker client with its compose plugin is installed.
+`docker compose config` validates the file without an engine; the stack itself runs in
+test_compose_stack.py.
 """
 
 from __future__ import annotations
@@ -70,13 +70,22 @@ def test_topics_then_worker_reach_the_internal_listener() -> None:
 
 
 def test_docker_compose_config_accepts_the_file() -> None:
+    """`docker compose` (the plugin) or Debian's `docker-compose` 1.29 (what CI runs)."""
     docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip("no docker client installed")
-    if subprocess.run([docker, "compose", "version"], capture_output=True, check=False).returncode:
-        pytest.skip("the docker client has no compose plugin")
+    command: list[str] | None = None
+    if (
+        docker
+        and not subprocess.run(
+            [docker, "compose", "version"], capture_output=True, check=False
+        ).returncode
+    ):
+        command = [docker, "compose"]
+    elif shutil.which("docker-compose"):
+        command = ["docker-compose"]
+    if command is None:
+        pytest.skip("neither the docker compose plugin nor docker-compose is installed")
     result = subprocess.run(
-        [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
+        [*command, "-f", str(COMPOSE), "config", "--quiet"],
         capture_output=True,
         text=True,
         check=False,
