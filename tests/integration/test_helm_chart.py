@@ -8,6 +8,7 @@ Under CI=true a missing helm fails the tests; elsewhere they are skipped.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -42,6 +43,7 @@ VALUE_SETS: dict[str, list[str]] = {
         "--set", "monitoring.serviceMonitor.enabled=true",
         "--set", "monitoring.prometheusRule.enabled=true",
         "--set", "monitoring.prometheusRule.labels.release=kube-prometheus-stack",
+        "--set", "monitoring.grafanaDashboard.enabled=true",
     ],
     "three-replicas": [
         "--set", "worker.replicas=3",
@@ -174,6 +176,11 @@ def test_monitoring_builds_the_rules_from_ops_prometheus_alerts(tmp_path: Path) 
         [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    [board] = by_kind(objects, "ConfigMap")
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = (ROOT / "ops" / "grafana" / "dashboards" / "loopwatch.json").read_text()
+    assert (CHART / "files" / "loopwatch-dashboard.json").read_text() == dashboard
+    assert json.loads(board["data"]["loopwatch.json"]) == json.loads(dashboard)
     [monitor] = by_kind(objects, "ServiceMonitor")
     [service] = [
         s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-worker")
