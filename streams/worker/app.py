@@ -1,5 +1,5 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
-environment) is what `faust -A streams.worker.app` loads.
+environment) is what `faust -A loopwatch.streams.worker.app` loads.
 
 Thin on purpose: topics, the `sessions` table, the events topic's records handed to the
 record handler one at a time as the consumer fetches them (`faust_ext.inline`), and the
@@ -280,8 +280,8 @@ _built: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    # `faust -A streams.worker.app` wants a module-level app; building it at import time would
-    # read the environment whenever anything imports this module.
+    # `faust -A loopwatch.streams.worker.app` wants a module-level app; building it at
+    # import time would read the environment whenever anything imports this module.
     if name == "app":
         built = _built.get("app")
         if built is None:
