@@ -22,9 +22,18 @@ if TYPE_CHECKING:  # the worker's modules need the `worker` extra: imported when
 WORKER_EXTRA_MODULES = ("faust", "mode", "prometheus_client", "aiohttp")
 
 
+def _installed(module: str) -> bool:
+    if module in sys.modules:  # faust replaces its module object with one without __spec__
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module whose __spec__ is None: it is there
+        return True
+
+
 def missing_worker_extra(command: str) -> bool:
     """True, with a message naming the extra, when `command` cannot run in this install."""
-    missing = [m for m in WORKER_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    missing = [m for m in WORKER_EXTRA_MODULES if not _installed(m)]
     if missing:
         print(
             f"loopwatch {command}: needs the `worker` extra: pip install 'loopwatch[worker]' "

@@ -26,6 +26,8 @@ class Sent:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]] | None
+    partition: int | None = None
+    """The partition asked for (a verdict's reply partition); None: by key."""
 
 
 @dataclass
@@ -47,8 +49,11 @@ class RecordingOutputs:
         *,
         headers: Headers | None = None,
         on_delivered: OnDelivered | None = None,
+        partition: int | None = None,
     ) -> None:
-        self.sent.append(Sent(self.names[topic], key, value, list(headers) if headers else None))
+        self.sent.append(
+            Sent(self.names[topic], key, value, list(headers) if headers else None, partition)
+        )
         if on_delivered is None:
             return
         offset = len(self.sent) - 1

@@ -64,11 +64,20 @@ async def test_faust_outputs_send_through_the_topic_and_report_delivery() -> Non
     await outputs.send(
         "loop-verdicts", b"s1", b"{}", headers=[("h", b"v")], on_delivered=delivered.append
     )
-    assert topic.calls == [{"key": b"s1", "value": b"{}", "headers": [("h", b"v")]}]
+    assert topic.calls == [
+        {"key": b"s1", "value": b"{}", "partition": None, "headers": [("h", b"v")]}
+    ]
     assert delivered == []  # not before the broker acknowledged it
     topic.futures[0].set_result(_Metadata(41))
     await _callbacks_ran(topic.futures[0])
     assert delivered == [41]
+
+
+async def test_faust_outputs_send_a_reply_partition_through_the_topic() -> None:
+    topic = _Topic()
+    outputs = FaustOutputs({"loop-verdicts": topic})
+    await outputs.send("loop-verdicts", b"s1", b"{}", partition=2)
+    assert topic.calls == [{"key": b"s1", "value": b"{}", "partition": 2, "headers": None}]
 
 
 async def test_faust_outputs_report_no_delivery_for_a_failed_send() -> None:
