@@ -39,13 +39,51 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 MARKER = "[loopwatch] "
 """Starts every placed warning, so a model (and a human reading logs) knows its source."""
 
 Message = Mapping[str, Any]
 WarningsByMessage = Mapping[int, Sequence[str]]
+
+
+ModelFamily = Literal["openai", "anthropic", "gemini", "bedrock"]
+"""Where a provider lets a warning go. `openai` (Chat Completions and Responses): a
+system message right after its message. The others (Anthropic Messages, Gemini, Bedrock
+Converse) take a system prompt only in front of the conversation, so a warning is user
+content instead: in the user turn that carries the tool results (after them), or in a
+trailing user turn; never a second system message."""
+
+_FAMILY_HINTS: tuple[tuple[str, ModelFamily], ...] = (
+    ("anthropic", "anthropic"),
+    ("claude", "anthropic"),
+    ("bedrock", "bedrock"),
+    ("converse", "bedrock"),
+    ("gemini", "gemini"),
+    ("google", "gemini"),
+    ("vertex", "gemini"),
+)
+
+
+def model_family(*hints: str | None) -> ModelFamily:
+    """The family of the model a framework is calling, from what it says of it: a
+    provider name (`anthropic`, `google_genai`, `amazon_bedrock`, ...), a model name
+    (`claude-sonnet-4-5`, `gemini-2.5-pro`, `bedrock/...`) or a class name
+    (`ChatAnthropic`, `AnthropicModel`). The first hint that names a family decides
+    (a provider before a model name: Claude on Bedrock is `bedrock`); none: `openai`
+    (OpenAI, Azure, and servers compatible with its Chat API)."""
+    for hint in hints:
+        lowered = (hint or "").lower()
+        for needle, family in _FAMILY_HINTS:
+            if needle in lowered:
+                return family
+    return "openai"
+
+
+def system_messages_allowed(family: ModelFamily) -> bool:
+    """Whether a warning may be a system message mid-conversation (OpenAI only)."""
+    return family == "openai"
 
 
 def warning_text(message: str) -> str:
