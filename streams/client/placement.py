@@ -96,9 +96,17 @@ def place_openai(messages: Sequence[Message], warnings: WarningsByMessage) -> li
     return _insert(messages, openai_points(messages, warnings), _chat_warning)
 
 
-def place_responses(items: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
-    """The input for the OpenAI Responses API: each warning as a system message item."""
-    return _insert(items, responses_points(items, warnings), _responses_warning)
+def place_responses(
+    items: Sequence[Message], warnings: WarningsByMessage, *, role: str = "system"
+) -> list[dict[str, Any]]:
+    """The input for the OpenAI Responses API: each warning as a system message item
+    (`role="user"`: a user message item, for a runtime that converts the items for a
+    provider without mid-conversation system messages)."""
+    return _insert(
+        items,
+        responses_points(items, warnings),
+        lambda text: {"type": "message", "role": role, "content": text},
+    )
 
 
 def openai_points(messages: Sequence[Message], warnings: WarningsByMessage) -> dict[int, list[str]]:
@@ -141,10 +149,6 @@ def _insert(
 
 def _chat_warning(text: str) -> dict[str, Any]:
     return {"role": "system", "content": text}
-
-
-def _responses_warning(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "system", "content": text}
 
 
 def _openai_point(messages: Sequence[Message], index: int) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loopwatch.streams.client.history import Format, HistoryEvent, HistoryReader, ToolError
@@ -42,7 +42,12 @@ from loopwatch.streams.client.session import Session, VerdictWait
 log = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
-_PLACE = {"openai": place_openai, "anthropic": place_anthropic, "responses": place_responses}
+Place = Callable[[Sequence[Message], WarningsByMessage], list[dict[str, Any]]]
+_PLACE: dict[str, Place] = {
+    "openai": place_openai,
+    "anthropic": place_anthropic,
+    "responses": place_responses,
+}
 
 
 class HistoryTracker:
