@@ -22,6 +22,7 @@ from agents import (
     Runner,
     function_tool,
 )
+from anthropic import AsyncAnthropic
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.tools import tool
@@ -187,13 +188,17 @@ async def test_openai_agents_with_responses_and_chat_completions(
     async with LoopwatchClient.from_settings(
         e2e_settings, verdict_timeout=VERDICT_TIMEOUT
     ) as client:
-        async with ProviderStub(looping_script()) as responses_stub:
-            openai = AsyncOpenAI(base_url=responses_stub.openai_base_url, api_key=API_KEY)
+        async with (
+            ProviderStub(looping_script()) as responses_stub,
+            AsyncOpenAI(base_url=responses_stub.openai_base_url, api_key=API_KEY) as openai,
+        ):
             responses_stored = await run_openai_agents(
                 client, OpenAIResponsesModel("gpt-4o", openai), "oa-responses"
             )
-        async with ProviderStub(looping_script()) as chat_stub:
-            openai = AsyncOpenAI(base_url=chat_stub.openai_base_url, api_key=API_KEY)
+        async with (
+            ProviderStub(looping_script()) as chat_stub,
+            AsyncOpenAI(base_url=chat_stub.openai_base_url, api_key=API_KEY) as openai,
+        ):
             chat_stored = await run_openai_agents(
                 client, OpenAIChatCompletionsModel("gpt-4o", openai), "oa-chat"
             )
@@ -240,16 +245,22 @@ async def test_pydantic_ai_with_openai_and_anthropic(
     async with LoopwatchClient.from_settings(
         e2e_settings, verdict_timeout=VERDICT_TIMEOUT
     ) as client:
-        async with ProviderStub(looping_script()) as openai_stub:
-            provider = OpenAIProvider(base_url=openai_stub.openai_base_url, api_key=API_KEY)
+        async with (
+            ProviderStub(looping_script()) as openai_stub,
+            AsyncOpenAI(base_url=openai_stub.openai_base_url, api_key=API_KEY) as openai,
+        ):
+            provider = OpenAIProvider(openai_client=openai)
             openai_stored = await run_pydantic_ai(
                 client, OpenAIChatModel("gpt-4o", provider=provider), "pai-openai"
             )
-        async with ProviderStub(looping_script()) as anthropic_stub:
-            anthropic = AnthropicProvider(base_url=anthropic_stub.base_url, api_key=API_KEY)
-            anthropic_stored = await run_pydantic_ai(
-                client, AnthropicModel("claude-sonnet-4-5", provider=anthropic), "pai-anthropic"
+        async with (
+            ProviderStub(looping_script()) as anthropic_stub,
+            AsyncAnthropic(base_url=anthropic_stub.base_url, api_key=API_KEY) as anthropic,
+        ):
+            model = AnthropicModel(
+                "claude-sonnet-4-5", provider=AnthropicProvider(anthropic_client=anthropic)
             )
+            anthropic_stored = await run_pydantic_ai(client, model, "pai-anthropic")
         assert client.stats.circuit.state == "closed" and client.stats.timeouts == 0
 
     chat = openai_stub.bodies("/v1/chat/completions")
