@@ -68,6 +68,8 @@ class CircuitBreaker:
         self._monotonic = monotonic
         self._wall_clock = wall_clock
         self._opened_at = 0.0
+        self.listeners: list[Callable[[CircuitStats], None]] = []
+        """Called after each transition, with the stats (e.g. to await a state)."""
 
     @property
     def is_open(self) -> bool:
@@ -85,6 +87,7 @@ class CircuitBreaker:
             stats.last_opened_by = kind
             stats.changed_at = self._wall_clock()
             self._opened_at = self._monotonic()
+            self._changed()
             log.warning(
                 "loopwatch circuit open after %d consecutive failures (last: %s); model "
                 "calls no longer wait for verdicts, events are still published "
@@ -110,8 +113,13 @@ class CircuitBreaker:
         stats.consecutive_failures = 0
         stats.closes += 1
         stats.changed_at = self._wall_clock()
+        self._changed()
         log.warning(
             "loopwatch circuit closed: verdicts flow again; model calls wait for them "
             "(after %d opens)",
             stats.opens,
         )
+
+    def _changed(self) -> None:
+        for listener in list(self.listeners):
+            listener(self.stats)
