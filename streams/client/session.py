@@ -173,6 +173,11 @@ class Session:
     # -- verdicts ------------------------------------------------------------------------
 
     @property
+    def agent_id(self) -> str | None:
+        """The agent id its events carry."""
+        return self._encoder.agent_id
+
+    @property
     def last_seq(self) -> int | None:
         """The seq of the newest published event."""
         return self._ledger.last_seq
