@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from loopwatch.models import LoopVerdict
+from loopwatch.streams.client import LoopwatchClient
 from loopwatch.streams.client.breaker import CircuitBreaker, CircuitStats
 from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.outbox import Outbox, Outgoing
@@ -163,3 +165,15 @@ def test_an_event_that_cannot_be_encoded_is_dropped_not_raised() -> None:
         assert await session.user("next") == seq  # the seq was not used
 
     asyncio.run(scenario())
+
+
+async def test_the_counters_reach_a_prometheus_registry_when_asked() -> None:
+    registry = CollectorRegistry()
+    client = LoopwatchClient(bootstrap_servers="127.0.0.1:1", registry=registry)
+    client.breaker.failure("connect")
+    client.stats.skipped_waits += 2
+    assert registry.get_sample_value("loopwatch_client_skipped_waits_total") == 2
+    assert registry.get_sample_value("loopwatch_client_circuit_opens_total") == 0
+    assert registry.get_sample_value("loopwatch_client_circuit_consecutive_failures") == 1
+    assert registry.get_sample_value("loopwatch_client_connected") == 0
+    await client.close()  # never started: nothing to deliver, nothing raises
