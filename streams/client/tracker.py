@@ -34,6 +34,8 @@ from loopwatch.streams.client.ledger import warnings_by_message
 from loopwatch.streams.client.placement import (
     WarningsByMessage,
     place_anthropic,
+    place_bedrock,
+    place_gemini,
     place_openai,
     place_responses,
 )
@@ -47,6 +49,8 @@ _PLACE: dict[str, Place] = {
     "openai": place_openai,
     "anthropic": place_anthropic,
     "responses": place_responses,
+    "gemini": place_gemini,
+    "bedrock": place_bedrock,
 }
 
 
