@@ -227,8 +227,6 @@ class LoopwatchClient:
                 await asyncio.sleep(self.probe_interval)
         log.info("connected to Kafka")
         self._wake(self._connected_waiters)
-        for session_id, session in self._sessions.items():
-            self.reader.watch(session_id, session.on_verdict)
         await self._send_forever()
 
     async def _connect_once(self) -> None:
@@ -250,7 +248,9 @@ class LoopwatchClient:
         partitions = await self._producer.partitions_for(self.verdicts_topic)
         reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions))
         await reader.start()
-        self._reader = reader
+        for session_id, session in self._sessions.items():  # opened while connecting
+            reader.watch(session_id, session.on_verdict)
+        self._reader = reader  # from now on open_session watches by itself
 
     async def _disconnect(self) -> None:
         reader, consumer, producer = self._reader, self._consumer, self._producer
