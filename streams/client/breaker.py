@@ -122,4 +122,7 @@ class CircuitBreaker:
 
     def _changed(self) -> None:
         for listener in list(self.listeners):
-            listener(self.stats)
+            try:
+                listener(self.stats)
+            except Exception as exc:  # a listener's bug must not reach the agent's call
+                log.warning("circuit listener failed: %s", type(exc).__name__)

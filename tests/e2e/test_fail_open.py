@@ -118,3 +118,30 @@ async def test_the_circuit_opens_when_the_worker_dies_and_closes_when_it_returns
         code = worker.stop()
     assert code == 0, f"the worker exited with {code}; see {worker.log_path}"
     assert len([r for r in caplog.records if "circuit closed" in r.getMessage()]) == 1
+
+
+@pytest.mark.kafka
+async def test_a_delivery_the_producer_gives_up_on_is_a_failure_and_goes_back(
+    e2e_settings: Settings,
+) -> None:
+    """The events topic does not exist (the broker creates no topics by itself): the
+    producer gives up, the batch goes back to the buffer, the breaker counts it."""
+    async with LoopwatchClient(
+        bootstrap_servers=e2e_settings.bootstrap_servers,
+        events_topic=f"{e2e_settings.events_topic}-missing",
+        verdicts_topic=e2e_settings.verdicts_topic,
+        failure_threshold=1,
+        probe_interval=60.0,  # no second attempt during the test
+        kafka_options={"request_timeout_ms": 1000},
+    ) as client:
+        opened = state_reached(client, "open")
+        session = await client.open_session("nowhere-to-go")
+        await session.user("hello", message_index=0)
+        await session.assistant("hi", message_index=1)
+        await asyncio.wait_for(opened, RECOVERY_SECONDS)
+        stats = client.stats
+        assert stats.circuit.last_opened_by == "publish"
+        assert (stats.published, stats.publish_errors, stats.buffered) == (0, 2, 2)
+        wait = await session.verdicts(timeout=LONG_WAIT)
+        assert wait.skipped
+    assert client.stats.dropped == 2 and client.stats.buffered == 0
