@@ -19,7 +19,18 @@ $(BIN)/loopwatch: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,rocksdb]'
 	@touch $@
 
-venv: $(BIN)/loopwatch
+# mypy checks the package under its installed names (`loopwatch.models`, ...): a tree of
+# links in .cache/typecheck, made here and never committed (the repository holds no
+# symlink, so that sdists and Windows clones work); pyproject's [tool.mypy] reads it.
+TYPECHECK_TREE := .cache/typecheck/loopwatch
+$(TYPECHECK_TREE)/__init__.py:
+	mkdir -p $(TYPECHECK_TREE)
+	ln -sfn ../../../models $(TYPECHECK_TREE)/models
+	ln -sfn ../../../streams $(TYPECHECK_TREE)/streams
+	ln -sfn ../../../loopwatch/py.typed $(TYPECHECK_TREE)/py.typed
+	ln -sfn ../../../loopwatch/__init__.py $@
+
+venv: $(BIN)/loopwatch $(TYPECHECK_TREE)/__init__.py
 
 lint: venv
 	$(BIN)/ruff check models streams tests ops examples

@@ -19,6 +19,12 @@ from loopwatch.models.events import (
 )
 from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint
 from loopwatch.models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
+from loopwatch.models.reply import (
+    REPLY_PARTITION_HEADER,
+    ReplyProblem,
+    reply_header,
+    reply_partition,
+)
 from loopwatch.models.verdicts import (
     ALL_RULES,
     RULES,
@@ -36,6 +42,7 @@ __all__ = [
     "EPISODE_OUTCOMES",
     "EVENT_ADAPTER",
     "PROFILE_RULES",
+    "REPLY_PARTITION_HEADER",
     "RULES",
     "VERDICT_ADAPTER",
     "AgentEvent",
@@ -51,6 +58,7 @@ __all__ = [
     "Policy",
     "PolicyRef",
     "Profile",
+    "ReplyProblem",
     "RuleName",
     "SessionEnd",
     "SystemMessage",
@@ -60,5 +68,7 @@ __all__ = [
     "call_fingerprint",
     "decode_event",
     "parse_policy",
+    "reply_header",
+    "reply_partition",
     "result_fingerprint",
 ]

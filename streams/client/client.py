@@ -27,11 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from loopwatch.models import reply_header
 from loopwatch.streams.client.breaker import CircuitBreaker
 from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.history import Format, ToolError
 from loopwatch.streams.client.outbox import Outbox, Outgoing
-from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
+from loopwatch.streams.client.reader import (
+    FETCH_MAX_WAIT_MS,
+    PartitionClaim,
+    VerdictReader,
+    runtime_group,
+)
 from loopwatch.streams.client.session import Session
 from loopwatch.streams.client.stats import ClientStats
 from loopwatch.streams.client.tracker import HistoryTracker
@@ -72,6 +78,8 @@ class LoopwatchClient:
         max_buffered: int = 10_000,
         close_timeout: float = 2.0,
         registry: Any = None,
+        reply_partitions: bool = True,
+        runtime_group: str | None = None,
     ) -> None:
         """`kafka_options`: extra aiokafka keyword arguments (security, client id, ...).
         `local_fingerprints`: send fingerprints instead of raw content (docs/contract.md §3).
@@ -81,7 +89,11 @@ class LoopwatchClient:
         least time it stays open; `max_buffered` events wait for delivery at most (the
         oldest are dropped beyond); `close_timeout` bounds how long `close()` delivers.
         `registry`: a prometheus_client `CollectorRegistry` to expose the client's
-        counters in (opt-in; prometheus_client is not a dependency of the client)."""
+        counters in (opt-in; prometheus_client is not a dependency of the client).
+        `reply_partitions`: read only the verdict partitions this process claims in the
+        consumer group `runtime_group` (default: one per verdicts topic) and name them
+        in each event (docs/client.md, "Reply partitions"); False: read every partition
+        (needs no group; for workers older than the reply-partition header)."""
         self.events_topic = events_topic
         self.verdicts_topic = verdicts_topic
         self.agent_id = agent_id
@@ -97,6 +109,8 @@ class LoopwatchClient:
         self._options = {**(kafka_options or {}), "bootstrap_servers": bootstrap_servers}
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self.reply_partitions = reply_partitions
+        self.runtime_group = runtime_group or _default_group(verdicts_topic)
         self._reader: VerdictReader | None = None
         self._retired_bad_records = 0  # of readers of earlier connections
         self._link: asyncio.Task[None] | None = None
@@ -246,11 +260,27 @@ class LoopwatchClient:
         await self._producer.start()
         await self._consumer.start()
         partitions = await self._producer.partitions_for(self.verdicts_topic)
-        reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions))
-        await reader.start()
+        reader = VerdictReader(self._consumer, self.verdicts_topic, len(partitions), self._claim())
+        try:
+            await reader.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await reader.stop()  # the claim's group member too
+            raise
         for session_id, session in self._sessions.items():  # opened while connecting
             reader.watch(session_id, session.on_verdict)
         self._reader = reader  # from now on open_session watches by itself
+
+    def _claim(self) -> PartitionClaim | None:
+        if not self.reply_partitions:
+            return None
+        member = AIOKafkaConsumer(
+            **self._options,
+            group_id=self.runtime_group,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+        )
+        return PartitionClaim(member, self.verdicts_topic)
 
     async def _disconnect(self) -> None:
         reader, consumer, producer = self._reader, self._consumer, self._producer
@@ -288,13 +318,22 @@ class LoopwatchClient:
 
     async def _deliver(self, batch: list[Outgoing]) -> tuple[list[Outgoing], BaseException | None]:
         """Send a batch; the events not acknowledged (in order) and the first error."""
-        producer = self._producer
-        assert producer is not None
+        producer, reader = self._producer, self._reader
+        assert producer is not None and reader is not None
         sent: list[tuple[Outgoing, asyncio.Future[Any]]] = []
         error: BaseException | None = None
         for index, event in enumerate(batch):
+            if not event.stamped:  # once: a re-sent event keeps its reply partition
+                event.stamped = True
+                session_id = event.key.decode("utf-8")
+                event.reply = reader.stamp(session_id)
+                if session_id not in self._sessions:  # closed since (e.g. its session_end):
+                    reader.unwatch(session_id)  # no verdict awaited, nothing stays due
+            headers = None if event.reply is None else [reply_header(event.reply)]
             try:
-                ack = await producer.send(self.events_topic, event.record, key=event.key)
+                ack = await producer.send(
+                    self.events_topic, event.record, key=event.key, headers=headers
+                )
             except Exception as exc:
                 error = exc
                 unsent = batch[index:]
@@ -398,3 +437,7 @@ class LoopwatchClient:
         delivered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._outbox.append(Outgoing(session_id.encode("utf-8"), record, delivered))
         return delivered
+
+
+def _default_group(verdicts_topic: str) -> str:
+    return runtime_group(verdicts_topic)

@@ -27,6 +27,10 @@ class Outgoing:
     record: bytes
     delivered: asyncio.Future[Any]
     """Resolved when the broker acknowledged it (never, when it is dropped)."""
+    stamped: bool = False
+    """Whether its reply partition was chosen (at its first delivery attempt)."""
+    reply: int | None = None
+    """The verdict partition its header names (None: no header)."""
 
 
 class Outbox:

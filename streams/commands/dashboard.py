@@ -8,14 +8,11 @@ import logging
 import sys
 from typing import Any
 
+from loopwatch.streams.commands.exit_codes import EXIT_USAGE
 from loopwatch.streams.commands.options import port
+from loopwatch.streams.commands.service import missing_worker_extra
+from loopwatch.streams.fleetview import DEFAULT_PORT
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
-from loopwatch.streams.fleetview.server import (
-    DEFAULT_PORT,
-    DashboardError,
-    start_dashboard,
-    until_interrupted,
-)
 from loopwatch.streams.kafka.admin import BrokerUnreachable
 from loopwatch.streams.settings import ENVIRONMENT, Settings, SettingsError
 
@@ -87,6 +84,10 @@ def feed_topics(args: argparse.Namespace, settings: Settings) -> FeedTopics:
 
 
 def run(args: argparse.Namespace) -> int:
+    if missing_worker_extra("dashboard"):
+        return EXIT_USAGE
+    from loopwatch.streams.fleetview.server import DashboardError  # noqa: PLC0415  (aiohttp)
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
@@ -98,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    from loopwatch.streams.fleetview.server import start_dashboard, until_interrupted  # noqa: PLC0415
+
     dashboard = await start_dashboard(
         settings,
         feed_topics(args, settings),

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopwatch.streams.commands.exit_codes import EXIT_USAGE
 from loopwatch.streams.commands.options import (
     bootstrap_servers,
     existing_dir,
@@ -20,13 +21,13 @@ from loopwatch.streams.commands.options import (
     port,
     positive_float,
 )
+from loopwatch.streams.commands.service import missing_worker_extra
 from loopwatch.streams.demo.broker import Broker, BrokerError, ensure_broker
 from loopwatch.streams.demo.fleet import Fleet, FleetSummary
 from loopwatch.streams.demo.naming import demo_names, new_run_prefix
-from loopwatch.streams.demo.page import DemoPage
 from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.demo.worker_process import WorkerFailed, WorkerProcess
-from loopwatch.streams.fleetview.server import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
+from loopwatch.streams.fleetview import DEFAULT_PORT as DEFAULT_DASHBOARD_PORT
 from loopwatch.streams.kafka.admin import (
     BrokerUnreachable,
     TopicError,
@@ -104,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     # aiokafka warns of each retried produce while a fresh broker elects partition
     # leaders; it retries by itself, and the demo's own output says what matters.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    if missing_worker_extra("demo"):
+        return EXIT_USAGE
     try:
         return asyncio.run(_demo(args))
     except (BrokerError, SettingsError, BrokerUnreachable, TopicError, WorkerFailed) as exc:
@@ -112,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
+    from loopwatch.streams.demo.page import DemoPage  # noqa: PLC0415  (aiohttp: the worker extra)
+
     workdir = Path(tempfile.mkdtemp(prefix="loopwatch-demo-"))
     prefix = new_run_prefix()
     private = args.bootstrap is None and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()

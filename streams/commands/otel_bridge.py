@@ -9,7 +9,11 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
-from loopwatch.streams.commands.service import add_service_options, run_service
+from loopwatch.streams.commands.service import (
+    add_service_options,
+    missing_worker_extra,
+    run_service,
+)
 from loopwatch.streams.settings import SettingsError
 
 
@@ -27,9 +31,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if missing_worker_extra("otel-bridge"):
+        return EXIT_USAGE
     if importlib.util.find_spec("opentelemetry.proto") is None:
         print(
-            "loopwatch otel-bridge: needs the `otel` extra: pip install 'loopwatch[otel]'",
+            "loopwatch otel-bridge: needs the `worker` extra: pip install 'loopwatch[worker]'",
             file=sys.stderr,
         )
         return EXIT_USAGE

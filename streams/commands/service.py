@@ -5,17 +5,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA
 from loopwatch.streams.commands.options import positive_float
 from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, TopicOutcome
-from loopwatch.streams.worker.broker_outage import BrokerOutage
-from loopwatch.streams.worker.broker_outage import install as install_outage_filter
-from loopwatch.streams.worker.log_format import use_json
+
+if TYPE_CHECKING:  # the worker's modules need the `worker` extra: imported when run
+    from loopwatch.streams.worker.broker_outage import BrokerOutage
+
+# what the `worker` extra installs (pyproject.toml); the base install has none of them
+WORKER_EXTRA_MODULES = ("faust", "mode", "prometheus_client", "aiohttp")
+
+
+def missing_worker_extra(command: str) -> bool:
+    """True, with a message naming the extra, when `command` cannot run in this install."""
+    missing = [m for m in WORKER_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"loopwatch {command}: needs the `worker` extra: pip install 'loopwatch[worker]' "
+            f"(missing: {', '.join(missing)})",
+            file=sys.stderr,
+        )
+    return bool(missing)
 
 
 def add_service_options(parser: argparse.ArgumentParser) -> None:
@@ -70,8 +86,10 @@ def run_faust_app(
     """Run a faust app as a service until SIGTERM/SIGINT; its exit code. `outage`: summarise
     broker outages in the log (streams.worker.broker_outage) instead of aiokafka's line per
     retry."""
-    # lazy: `loopwatch --help` and scan need no faust
+    # lazy: `loopwatch --help` and scan need no faust (the base install has none)
     from loopwatch.streams.kafka.faust_ext.app import ServiceWorker as FaustServiceWorker  # noqa: PLC0415
+    from loopwatch.streams.worker.broker_outage import install as install_outage_filter  # noqa: PLC0415
+    from loopwatch.streams.worker.log_format import use_json  # noqa: PLC0415
 
     class ServiceWorker(FaustServiceWorker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

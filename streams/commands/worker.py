@@ -7,7 +7,11 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
-from loopwatch.streams.commands.service import add_service_options, run_service
+from loopwatch.streams.commands.service import (
+    add_service_options,
+    missing_worker_extra,
+    run_service,
+)
 from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.settings import Settings, SettingsError
 
@@ -25,6 +29,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if missing_worker_extra("worker"):
+        return EXIT_USAGE
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

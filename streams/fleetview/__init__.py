@@ -8,3 +8,7 @@
   streams.scan.scanner)
 * assets.py: the HTML, CSS and JS that ship inside the package (static/)
 """
+
+DEFAULT_PORT = 8050
+"""The fleet page's port (`loopwatch dashboard --port`); here, not in server.py, so that
+the command line registers its options without aiohttp (the `worker` extra)."""

@@ -20,7 +20,6 @@ from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 8050
 """The fleet page's port unless told otherwise (`loopwatch dashboard`, the demo)."""
 MAX_UPDATES_PER_SECOND = 4
 KEEPALIVE_SECONDS = 15.0

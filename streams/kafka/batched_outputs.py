@@ -137,8 +137,11 @@ class BatchedOutputs:
         *,
         headers: Headers | None = None,
         on_delivered: OnDelivered | None = None,
+        partition: int | None = None,
     ) -> None:
-        self._add(topic, None, _Record(key, value, headers, on_delivered))
+        # An explicit partition (a verdict's reply partition) is batched with the other
+        # records for that partition, in the order added, like the changelog's.
+        self._add(topic, partition, _Record(key, value, headers, on_delivered))
         if self._waiting_count >= self._max_waiting:
             await self._drain()
 

@@ -27,8 +27,10 @@ class Outputs(Protocol):
         *,
         headers: Headers | None = None,
         on_delivered: OnDelivered | None = None,
+        partition: int | None = None,
     ) -> None:
-        """Produce a record, partitioned by key (Kafka's default partitioner)."""
+        """Produce a record to `partition`, or (None) partitioned by key (Kafka's default
+        partitioner). The caller checks that `partition` exists."""
 
     def add_changelog(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
         """Produce a table changelog record (value None: a tombstone) to `partition`."""
@@ -59,9 +61,10 @@ class FaustOutputs:
         *,
         headers: Headers | None = None,
         on_delivered: OnDelivered | None = None,
+        partition: int | None = None,
     ) -> None:
         sent: asyncio.Future[Any] = await self._topics[topic].send(
-            key=key, value=value, headers=list(headers) if headers else None
+            key=key, value=value, partition=partition, headers=list(headers) if headers else None
         )
         if on_delivered is not None:
             callback = on_delivered

@@ -1,5 +1,5 @@
 """The faust app: `create_app(settings)` builds it; `app` (built on first access from the
-environment) is what `faust -A streams.worker.app` loads.
+environment) is what `faust -A loopwatch.streams.worker.app` loads.
 
 Thin on purpose: topics, the `sessions` table, the events topic's records handed to the
 record handler one at a time as the consumer fetches them (`faust_ext.inline`), and the
@@ -24,6 +24,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
 )
 from loopwatch.streams.kafka.faust_ext.inline import inline_callback
 from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
+from loopwatch.streams.kafka.faust_ext.producer import partition_count
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable, sessions_table
 from loopwatch.streams.kafka.outputs import FaustOutputs, Outputs
 from loopwatch.streams.kafka.topics import declare_topics
@@ -112,6 +113,8 @@ def create_app(
         policies_loaded=None if follower is None else follower.loaded,
         expiry=expiry,
         metrics=metrics,
+        # the topic's count as it is (an existing topic keeps its own), not the setting
+        verdict_partitions=lambda: partition_count(started_producer(app), settings.verdicts_topic),
     )
     on_changelog.target = handler.on_changelog_event
     _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
@@ -277,8 +280,8 @@ _built: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
-    # `faust -A streams.worker.app` wants a module-level app; building it at import time would
-    # read the environment whenever anything imports this module.
+    # `faust -A loopwatch.streams.worker.app` wants a module-level app; building it at
+    # import time would read the environment whenever anything imports this module.
     if name == "app":
         built = _built.get("app")
         if built is None:

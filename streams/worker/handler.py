@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import pydantic_core
 
+from loopwatch.models import reply_partition
 from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
 from loopwatch.streams.kafka.expiry import ExpiryIndex, index_changelog_record
 from loopwatch.streams.kafka.outputs import Outputs
@@ -51,7 +52,11 @@ class RecordHandler:
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policies_loaded: asyncio.Event | None = None,
+        verdict_partitions: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
+        """`verdict_partitions()`: the verdicts topic's partition count as the broker has it
+        (asked once, at the first event with a reply-partition header); by default the
+        count the topic was declared with."""
         self._store = store
         self._outputs = outputs
         self._verdicts_topic: str = topics.verdicts.get_topic_name()
@@ -65,6 +70,9 @@ class RecordHandler:
         # Set once the policy topic has been read to its end at start-up: events wait for
         # it, so none is judged by a policy older than what the topic held.
         self._policies_loaded = policies_loaded
+        declared = int(topics.verdicts.partitions or 1)
+        self._count_verdict_partitions = verdict_partitions or _constant(declared)
+        self._verdict_partitions: int | None = None
 
     async def handle(self, message: Any) -> None:
         """Handle one record of the events topic (a faust `Message`: raw key and value,
@@ -84,6 +92,7 @@ class RecordHandler:
             await self._dead_letter(message, outcome.letter)
             return
         event = outcome.event
+        reply = await self._reply_partition(message.headers) if message.headers else None
         if isinstance(outcome, Duplicate):
             if outcome.replayed:
                 self._store.write_back(event.session_id)
@@ -97,6 +106,7 @@ class RecordHandler:
                     rule,
                     message.timestamp,
                     episodes=outcome.resend_episodes,
+                    reply=reply,
                 )
             else:
                 self._metrics.duplicates.inc()
@@ -113,6 +123,7 @@ class RecordHandler:
             rule,
             message.timestamp,
             episodes=outcome.episode_payloads,
+            reply=reply,
         )
         metrics = self._metrics
         if warning is not None:
@@ -149,7 +160,10 @@ class RecordHandler:
         produced_at: float | None,
         *,
         episodes: tuple[bytes, ...],
+        reply: int | None = None,
     ) -> None:
+        """`reply`: the verdicts partition the event named (None: by key). Only the
+        verdict goes there; its warning and episodes are keyed as always."""
         key = session_id.encode()
         ident = (session_id, seq)
         records = 1 + (rule is not None) + len(episodes)
@@ -162,6 +176,7 @@ class RecordHandler:
             key,
             payload,
             on_delivered=partial(self._on_verdict_sent, delivered, produced_at),
+            partition=reply,
         )
         if rule is not None:
             await self._outputs.send(
@@ -171,6 +186,25 @@ class RecordHandler:
             await self._outputs.send(
                 self._episodes_topic, key, episode, on_delivered=lambda _offset: delivered()
             )
+
+    async def _reply_partition(self, headers: Any) -> int | None:
+        """The verdicts partition an event's reply header names (docs/contract.md §5.1);
+        None (by key) without one, or for a bad one (counted, never raised). A resent
+        verdict goes where the replayed event's header says: the header is part of the
+        event record, so the resend needs nothing stored (streams.worker.record)."""
+        partitions = self._verdict_partitions
+        if partitions is None:
+            try:
+                partitions = await self._count_verdict_partitions()
+            except Exception as exc:  # no metadata now: by key, and ask again next time
+                log.warning("verdicts topic partitions unknown (%s); by key", type(exc).__name__)
+                self._metrics.reply_ignored.labels("unknown_partitions").inc()
+                return None
+            self._verdict_partitions = partitions
+        partition, problem = reply_partition(headers, partitions)
+        if problem is not None:
+            self._metrics.reply_ignored.labels(problem).inc()
+        return partition
 
     def _on_verdict_sent(
         self, delivered: Callable[[], None], produced_at: float | None, _offset: int
@@ -193,6 +227,13 @@ class RecordHandler:
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:
             self._expiry.drop_partition(partition)
+
+
+def _constant(value: int) -> Callable[[], Awaitable[int]]:
+    async def count() -> int:
+        return value
+
+    return count
 
 
 def _rule_of(payload: bytes) -> str | None:

@@ -93,6 +93,13 @@ class Metrics:
             "Verdicts sent again for a replayed event whose first send was unconfirmed.",
             registry=r,
         )
+        self.reply_ignored = Counter(
+            "loopwatch_reply_partition_ignored",
+            "Events whose reply-partition header was ignored (the verdict went by key), by "
+            "reason: malformed, out_of_range, unknown_partitions.",
+            ["reason"],
+            registry=r,
+        )
         self.dead_letters = Counter(
             "loopwatch_dead_letters",
             "Records sent to the DLQ, by error class.",

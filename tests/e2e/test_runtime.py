@@ -95,14 +95,15 @@ async def test_the_verdict_wait_returns_as_soon_as_the_verdict_arrives(
         wait = await session.verdicts(timeout=120.0)
         # far below the timeout: it returned on the verdict, not on the deadline
         assert wait.complete and wait.through_seq == seq and wait.waited_seconds < 60.0
-        # every verdict partition is held from the start; sessions only register
-        assert client.reader.assigned_partitions == set(range(e2e_settings.verdict_partitions))
+        # the partitions read do not change per session; sessions only register
+        read = client.reader.assigned_partitions
+        assert read and read <= set(range(e2e_settings.verdict_partitions))
         assert client.reader.watched_sessions == 1
         timeline = wait.timeline
         assert timeline is not None
         assert timeline.published_at <= timeline.received_at <= timeline.returned_at
         await session.end()
-        assert client.reader.assigned_partitions == set(range(e2e_settings.verdict_partitions))
+        assert client.reader.assigned_partitions == read
         assert client.reader.watched_sessions == 0
 
 

@@ -5,6 +5,8 @@ on a real worker's /metrics: tests/integration/test_worker_verdicts.py.)"""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -79,15 +81,28 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
     assert _promtool("check", "rules", str(broken)).returncode != 0
 
 
-def test_every_panel_queries_a_loopwatch_metric_through_the_provisioned_datasource() -> None:
+def test_every_panel_queries_a_loopwatch_metric_through_the_datasource_variable() -> None:
+    # importable anywhere: the datasource is a variable (the provisioned one is the
+    # default), offered for import through __inputs; job and namespace scope every query
     [source] = load_yaml(DATASOURCES)["datasources"]
-    for panel in dashboard()["panels"]:
+    assert source["isDefault"] is True
+    board = dashboard()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert {"job", "namespace"} <= set(variables)
+    assert [i["pluginId"] for i in board["__inputs"]] == ["prometheus"]
+    assert "loopwatch-prometheus" not in json.dumps(board)
+    for panel in board["panels"]:
         if panel["type"] == "row":
             continue
-        assert panel["datasource"]["uid"] == source["uid"], panel["title"]
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == source["uid"], panel["title"]
+            assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+            for series in re.finditer(r"\bloopwatch_[a-z_]+(\{[^}]*\})?", target["expr"]):
+                assert 'job=~"$job"' in (series.group(1) or ""), target["expr"]
+                assert 'namespace=~"$namespace"' in series.group(1), target["expr"]
         read = set().union(*(loopwatch_series(target["expr"]) for target in panel["targets"]))
         assert read, panel["title"]
     [provider] = load_yaml(DASHBOARD_PROVIDERS)["providers"]

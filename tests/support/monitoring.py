@@ -21,7 +21,14 @@ DATASOURCES = GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml"
 DASHBOARD_PROVIDERS = GRAFANA_DIR / "provisioning" / "dashboards" / "loopwatch.yml"
 
 # Grafana's macros, replaced by durations so that promtool can parse the queries.
-GRAFANA_MACROS = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h"}
+GRAFANA_MACROS = {
+    "$__rate_interval": "1m",
+    "$__interval": "1m",
+    "$__range": "1h",
+    # the dashboard's variables at "All" (allValue: any job, any or no namespace)
+    "$job": ".*",
+    "$namespace": ".*",
+}
 _METRIC = re.compile(r"\bloopwatch_[a-z_]+")
 _SERIES_SUFFIXES = ("_bucket", "_count", "_sum")
 

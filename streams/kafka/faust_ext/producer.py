@@ -15,3 +15,9 @@ def default_partition(producer: Any, topic: str, key: bytes | None, value: bytes
     """The partition Kafka's default partitioner (the producer's) gives `key`."""
     partition: int = producer._partition(topic, None, None, None, key, value)
     return partition
+
+
+async def partition_count(producer: Any, topic: str) -> int:
+    """How many partitions `topic` has, from the producer's metadata (fetched if needed)."""
+    await wait_on_metadata(producer, topic)
+    return len(producer.client.cluster.partitions_for_topic(topic) or ())
