@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -159,7 +160,10 @@ def encode_request(spans: Sequence[ReadableSpan], encoding: str) -> bytes:
 
 
 class KafkaSpanExporter(SpanExporter):
-    """Each batch of finished spans → one record on `topic` (no key, like the exporter)."""
+    """Each batch of finished spans → one record on `topic` (no key, like the exporter).
+
+    Fail-open, as an exporter must be: without a broker the spans are dropped (and the
+    export reports a failure); the agents run all the same."""
 
     def __init__(self, bootstrap: str, topic: str, encoding: str = "otlp_proto") -> None:
         self._topic, self._encoding = topic, encoding
@@ -167,18 +171,29 @@ class KafkaSpanExporter(SpanExporter):
         self._producer = self._loop.run_until_complete(self._start(bootstrap))
 
     @staticmethod
-    async def _start(bootstrap: str) -> AIOKafkaProducer:
+    async def _start(bootstrap: str) -> AIOKafkaProducer | None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        await producer.start()
+        try:
+            await producer.start()
+        except KafkaError as exc:
+            print(f"no Kafka at {bootstrap} ({type(exc).__name__}): spans are dropped")
+            await producer.stop()
+            return None
         return producer
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._producer is None:
+            return SpanExportResult.FAILURE
         value = encode_request(spans, self._encoding)
-        self._loop.run_until_complete(self._producer.send_and_wait(self._topic, value))
+        try:
+            self._loop.run_until_complete(self._producer.send_and_wait(self._topic, value))
+        except KafkaError:
+            return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        self._loop.run_until_complete(self._producer.stop())
+        if self._producer is not None:
+            self._loop.run_until_complete(self._producer.stop())
         self._loop.close()
 
 
@@ -188,7 +203,12 @@ async def read_warnings(
     consumer = AIOKafkaConsumer(
         topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
     )
-    await consumer.start()
+    try:
+        await consumer.start()
+    except KafkaError as exc:
+        print(f"cannot read {topic} ({type(exc).__name__})", file=sys.stderr)
+        await consumer.stop()
+        return []
     found: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + wait

@@ -244,6 +244,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 async with LoopwatchClient.from_settings(
                     settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
                 ) as client:
+                    await client.connect()  # in the background otherwise: not measured
                     if args.gc_freeze:  # as a runtime would, once it has started
                         gc.freeze()
                     measured = time.time() + args.warmup

@@ -62,6 +62,7 @@ async def child(args: argparse.Namespace) -> None:
     async with LoopwatchClient.from_settings(
         settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False, reply_partitions=args.reply
     ) as client:
+        await client.connect()  # it connects in the background; the bench waits for it
         claimed = await client.reader.claimed()
         print(json.dumps({"ready": sorted(claimed)}), flush=True)
         await asyncio.to_thread(sys.stdin.readline)  # the parent's go

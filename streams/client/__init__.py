@@ -20,8 +20,11 @@ from loopwatch.streams.client.history import (
 from loopwatch.streams.client.ledger import PlacedWarning
 from loopwatch.streams.client.placement import (
     MARKER,
+    model_family,
     openai_points,
     place_anthropic,
+    place_bedrock,
+    place_gemini,
     place_openai,
     place_responses,
     responses_points,
@@ -46,8 +49,11 @@ __all__ = [
     "VerdictWait",
     "as_agent_events",
     "history_events",
+    "model_family",
     "openai_points",
     "place_anthropic",
+    "place_bedrock",
+    "place_gemini",
     "place_openai",
     "place_responses",
     "responses_points",

@@ -11,7 +11,9 @@ one `assistant_message` with the call and its `tool_result` (the failure's `erro
 it failed; docs/contract.md §2). The hook then waits for the verdicts (fail-open) and
 returns each new warning as `additionalContext`, which Claude Code adds to what the
 model reads next; the tool result itself is never changed. The session is the SDK's
-`session_id`.
+`session_id`; the agent id is the hook's `agent_type` (a subagent's) or `claude-code`,
+unless `agent_id` says otherwise. Nothing raises into Claude Code for loopwatch's sake:
+an error of its own is logged and the hook returns nothing.
 
 Claude Code's own tool names are mapped to the contract's (`Bash` → `bash`, `Edit` and
 `MultiEdit` → `edit_file`, `Write` → `write_file`, `Read` → `read_file` with `file_path`
@@ -21,7 +23,9 @@ one model turn arrive one hook at a time and are published as separate steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from claude_agent_sdk import HookContext, HookMatcher
@@ -31,6 +35,26 @@ from loopwatch.streams.client.client import LoopwatchClient
 from loopwatch.streams.client.encoding import Call
 from loopwatch.streams.client.placement import warning_text
 from loopwatch.streams.client.session import Session
+
+log = logging.getLogger(__name__)
+
+DEFAULT_AGENT_ID = "claude-code"
+"""The agent id of the main agent's sessions (a subagent's is its `agent_type`)."""
+
+Hook = Callable[..., Awaitable[HookJSONOutput]]
+
+
+def _fail_open(hook: Hook) -> Hook:
+    @functools.wraps(hook)
+    async def guarded(*args: Any, **kwargs: Any) -> HookJSONOutput:
+        try:
+            return await hook(*args, **kwargs)
+        except Exception as exc:  # fail-open: loopwatch never breaks the agent
+            log.warning("LoopwatchHooks: %s; hook returns nothing", type(exc).__name__)
+            return {}
+
+    return guarded
+
 
 CLAUDE_TOOL_NAMES: Mapping[str, str] = {
     "Bash": "bash",
@@ -67,6 +91,7 @@ class LoopwatchHooks:
             "PostToolUseFailure": [HookMatcher(hooks=[self.post_tool_use_failure])],
         }
 
+    @_fail_open
     async def user_prompt_submit(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
@@ -74,12 +99,14 @@ class LoopwatchHooks:
         await session.user()  # the prompt's text stays in the runtime
         return {}
 
+    @_fail_open
     async def post_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
         data: Mapping[str, Any] = hook_input
         return await self._step(hook_input, data.get("tool_response"), None, "PostToolUse")
 
+    @_fail_open
     async def post_tool_use_failure(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
@@ -109,7 +136,9 @@ class LoopwatchHooks:
         return {"hookSpecificOutput": output}
 
     async def _session(self, hook_input: HookInput) -> Session:
-        return await self.client.session(hook_input["session_id"], agent_id=self.agent_id)
+        data: Mapping[str, Any] = hook_input
+        agent_id = self.agent_id or data.get("agent_type") or DEFAULT_AGENT_ID
+        return await self.client.session(hook_input["session_id"], agent_id=agent_id)
 
     async def end(self, session_id: str) -> None:
         """Publish `session_end` (e.g. from a `Stop` hook or when the client closes)."""

@@ -1,6 +1,7 @@
 """A model API's message history as loopwatch events (docs/contract.md §6), pure.
 
-`history_events(messages, "openai" | "anthropic" | "responses")` turns a whole history
+`history_events(messages, "openai" | "anthropic" | "responses" | "gemini" | "bedrock")`
+turns a whole history
 into the events a runtime publishes for it, each with the index of the message it comes
 from. `HistoryReader` does the same piece by piece (it remembers the tool names of the
 calls a later result answers), which is what `HistoryTracker` needs; `as_agent_events`
@@ -23,8 +24,13 @@ from loopwatch.models import EVENT_ADAPTER, AgentEvent
 from loopwatch.streams.client.encoding import Call
 from loopwatch.streams.client.placement import MARKER
 
-Format = Literal["openai", "anthropic", "responses"]
-FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses")
+Format = Literal["openai", "anthropic", "responses", "gemini", "bedrock"]
+FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock")
+"""OpenAI Chat messages, Anthropic Messages, OpenAI Responses input items, Gemini
+`contents` (REST field names) and Bedrock Converse `messages`. Gemini and Bedrock are
+read as the Anthropic messages they correspond to (`tool_result` blocks with `is_error`
+for a Bedrock `toolResult` with `status: "error"` or a Gemini `functionResponse` whose
+`response` has an `error`): a `tool_error` function gets those blocks."""
 
 EventKind = Literal["user_message", "system_message", "assistant_message", "tool_result"]
 
@@ -83,14 +89,19 @@ class HistoryReader:
             raise ValueError(f"unknown history format {fmt!r}; expected one of {FORMATS}")
         self.format: Format = fmt
         self._tool_error = tool_error or (
-            anthropic_tool_error if fmt == "anthropic" else no_tool_error
+            anthropic_tool_error if fmt in ("anthropic", "gemini", "bedrock") else no_tool_error
         )
         self._names: OrderedDict[str, str] = OrderedDict()
+        self._gemini_counts: dict[tuple[str, str], int] = {}  # (kind, name) -> count
 
     def events(self, messages: Sequence[Mapping[str, Any]], start: int = 0) -> list[HistoryEvent]:
         """The events of `messages[start:]`; message indexes count from 0 in `messages`."""
-        read = {"openai": self._chat, "anthropic": self._anthropic, "responses": self._responses}
-        return read[self.format](messages, start)
+        if self.format == "gemini":
+            messages = [*messages[:start], *map(self._gemini_message, messages[start:])]
+        elif self.format == "bedrock":
+            messages = [*messages[:start], *map(_bedrock_message, messages[start:])]
+        read = {"openai": self._chat, "responses": self._responses}
+        return read.get(self.format, self._anthropic)(messages, start)
 
     def system_prompt(self, text: str) -> HistoryEvent:
         """Anthropic's top-level system prompt, as an event placed before everything."""
@@ -144,6 +155,39 @@ class HistoryReader:
                 text = "\n".join(b.get("text", "") for b in others if b.get("type") == "text")
                 events.append(HistoryEvent("user_message", index, text=text or None))
         return events
+
+    # -- Gemini contents, Bedrock Converse messages: as Anthropic messages ---------------
+
+    def _gemini_message(self, content: Mapping[str, Any]) -> Mapping[str, Any]:
+        blocks: list[dict[str, Any]] = []
+        for part in content.get("parts") or ():
+            if "text" in part:
+                blocks.append({"type": "text", "text": part["text"]})
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                call_id = call.get("id") or self._gemini_id("call", call.get("name", ""))
+                use = {"type": "tool_use", "id": call_id, "name": call.get("name", "")}
+                blocks.append({**use, "input": call.get("args") or {}})
+            elif "functionResponse" in part:
+                answer = part["functionResponse"]
+                name = answer.get("name", "")
+                call_id = answer.get("id") or self._gemini_id("result", name)
+                response = answer.get("response")
+                error = response.get("error") if isinstance(response, Mapping) else None
+                block = {"type": "tool_result", "tool_use_id": call_id, "name": name}
+                if error is not None:
+                    text = error if isinstance(error, str) else json.dumps(error, default=str)
+                    blocks.append({**block, "content": text, "is_error": True})
+                else:
+                    blocks.append({**block, "content": response})
+        role = "assistant" if content.get("role") == "model" else "user"
+        return {"role": role, "content": blocks}
+
+    def _gemini_id(self, kind: str, name: str) -> str:
+        """Gemini calls without ids: the n-th result of a tool answers its n-th call."""
+        count = self._gemini_counts.get((kind, name), 0)
+        self._gemini_counts[(kind, name)] = count + 1
+        return f"{name}#{count}"
 
     # -- OpenAI Responses API input items ------------------------------------------------
 
@@ -228,6 +272,29 @@ def as_agent_events(
         }
         out.append(EVENT_ADAPTER.validate_python(record))
     return out
+
+
+def _bedrock_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.get("content") or ():
+        if "text" in block:
+            blocks.append({"type": "text", "text": block["text"]})
+        elif "toolUse" in block:
+            use = block["toolUse"]
+            call = {"type": "tool_use", "id": use.get("toolUseId", ""), "name": use.get("name")}
+            blocks.append({**call, "input": use.get("input") or {}})
+        elif "toolResult" in block:
+            result = block["toolResult"]
+            parts = [
+                {"type": "text", "text": p["text"]}
+                if "text" in p
+                else {"type": "text", "text": json.dumps(p.get("json"), default=str)}
+                for p in result.get("content") or ()
+            ]
+            converted = {"type": "tool_result", "tool_use_id": result.get("toolUseId", "")}
+            error = result.get("status") == "error"
+            blocks.append({**converted, "content": parts, "is_error": error})
+    return {"role": message.get("role"), "content": blocks}
 
 
 def _is_model_output(item: Mapping[str, Any]) -> bool:

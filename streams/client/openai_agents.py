@@ -6,8 +6,11 @@ warnings into each model call (`pip install 'loopwatch[openai-agents]'`).
 
 The filter sees the Responses API input items about to be sent: it publishes the new ones
 (docs/contract.md §6), waits for their verdicts (fail-open) and returns a copy of the
-input with each warning as a `system` message item. The run's own items (what
-`result.to_input_list()` gives) never contain a warning.
+input with each warning as a `system` message item (a `user` one when the agent's model
+is not an OpenAI model, e.g. Claude through LiteLLM: `placement.model_family`). The run's
+own items (what `result.to_input_list()` gives) never contain a warning. The agent id is
+the agent's `name` unless `agent_id` says otherwise. Nothing raises into the run for
+loopwatch's sake: an error of its own is logged and the input goes on unchanged.
 
 Function outputs carry no error flag. A tool that raised is answered by the SDK's
 `default_tool_error_function` with a fixed text, which `sdk_tool_error` recognises, so
@@ -17,6 +20,8 @@ its own `failure_error_function` needs a `tool_error` of its own.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +30,14 @@ from agents.run_config import CallModelData, CallModelInputFilter, ModelInputDat
 
 from loopwatch.streams.client.client import LoopwatchClient
 from loopwatch.streams.client.history import ToolError
+from loopwatch.streams.client.placement import (
+    ModelFamily,
+    model_family,
+    place_responses,
+    system_messages_allowed,
+)
+
+log = logging.getLogger(__name__)
 
 SessionIdOf = Callable[[CallModelData[Any]], str]
 
@@ -40,25 +53,63 @@ def sdk_tool_error(item: Mapping[str, Any]) -> str | None:
 
 def loopwatch_input_filter(
     client: LoopwatchClient,
-    session_id: str | SessionIdOf,
+    session_id: str | SessionIdOf | None = None,
     *,
     agent_id: str | None = None,
     tool_error: ToolError = sdk_tool_error,
+    family: ModelFamily | None = None,
 ) -> CallModelInputFilter:
     """A `RunConfig.call_model_input_filter` for one session (or one per call of
-    `session_id(data)`). `tool_error`: which function outputs are failures (default:
-    the SDK's default failure text)."""
+    `session_id(data)`; None: one generated id for this filter, logged once).
+    `agent_id`: default the agent's name. `tool_error`: which function outputs are
+    failures (default: the SDK's default failure text). `family`: the placement,
+    default from the agent's model."""
+    generated: list[str] = []
 
-    async def place_warnings(data: CallModelData[Any]) -> ModelInputData:
-        session = session_id if isinstance(session_id, str) else session_id(data)
+    def session_of(data: CallModelData[Any]) -> str:
+        if isinstance(session_id, str):
+            return session_id
+        if session_id is not None:
+            return session_id(data)
+        if not generated:
+            generated.append(f"oa-{uuid.uuid4().hex}")
+            log.warning(
+                "loopwatch_input_filter: no session_id given; using %s for this filter",
+                generated[0],
+            )
+        return generated[0]
+
+    async def placed(data: CallModelData[Any]) -> ModelInputData:
         tracker = await client.tracker(
-            session, "responses", agent_id=agent_id, tool_error=tool_error
+            session_of(data),
+            "responses",
+            agent_id=agent_id or getattr(data.agent, "name", None),
+            tool_error=tool_error,
         )
         items = [input_item(item) for item in data.model_data.input]
-        placed: list[Any] = await tracker.prompt(items)  # plain dicts are valid input items
-        return ModelInputData(input=placed, instructions=data.model_data.instructions)
+        warnings = await tracker.warnings(items)
+        if not warnings:
+            return data.model_data
+        role = "system" if system_messages_allowed(family or agent_family(data)) else "user"
+        prompt: list[Any] = place_responses(items, warnings, role=role)  # dicts are items
+        return ModelInputData(input=prompt, instructions=data.model_data.instructions)
+
+    async def place_warnings(data: CallModelData[Any]) -> ModelInputData:
+        try:
+            return await placed(data)
+        except Exception as exc:  # fail-open: loopwatch never breaks the run
+            log.warning("loopwatch_input_filter: %s; input left unchanged", type(exc).__name__)
+            return data.model_data
 
     return place_warnings
+
+
+def agent_family(data: CallModelData[Any]) -> ModelFamily:
+    """The placement family of the agent's model (a name, or a `Model` object)."""
+    model = getattr(data.agent, "model", None)
+    if model is None or isinstance(model, str):
+        return model_family(model)
+    return model_family(getattr(model, "model", None), type(model).__name__)
 
 
 def input_item(item: Any) -> dict[str, Any]:

@@ -39,13 +39,52 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 MARKER = "[loopwatch] "
 """Starts every placed warning, so a model (and a human reading logs) knows its source."""
 
 Message = Mapping[str, Any]
 WarningsByMessage = Mapping[int, Sequence[str]]
+
+
+ModelFamily = Literal["openai", "anthropic", "gemini", "bedrock"]
+"""Where a provider lets a warning go. `openai` (Chat Completions and Responses): a
+system message right after its message. The others (Anthropic Messages, Gemini, Bedrock
+Converse) take a system prompt only in front of the conversation, so a warning is user
+content instead: in the user turn that carries the tool results (after them), or in a
+trailing user turn; never a second system message."""
+
+_FAMILY_HINTS: tuple[tuple[str, ModelFamily], ...] = (
+    ("anthropic", "anthropic"),
+    ("claude", "anthropic"),
+    ("bedrock", "bedrock"),
+    ("converse", "bedrock"),
+    ("gemini", "gemini"),
+    ("google", "gemini"),
+    ("vertex", "gemini"),
+)
+
+
+def model_family(*hints: str | None) -> ModelFamily:
+    """The family of the model a framework is calling, from what it says of it: a
+    provider name (`anthropic`, `google_genai`, `amazon_bedrock`, ...), a model name
+    (`claude-sonnet-4-5`, `gemini-2.5-pro`, `bedrock/...`) or a class name
+    (`ChatAnthropic`, `AnthropicModel`). The first hint that names a family decides
+    (a provider before a model name: Claude on Bedrock is `bedrock`); none: `openai`
+    (OpenAI, Azure, and servers compatible with its Chat API)."""
+    for hint in hints:
+        lowered = (hint or "").lower()
+        for needle, family in _FAMILY_HINTS:
+            if needle in lowered:
+                return family
+    return "openai"
+
+
+def system_messages_allowed(family: ModelFamily) -> bool:
+    """Whether a warning may be a system message mid-conversation (OpenAI only)."""
+    return family == "openai"
 
 
 def warning_text(message: str) -> str:
@@ -58,9 +97,17 @@ def place_openai(messages: Sequence[Message], warnings: WarningsByMessage) -> li
     return _insert(messages, openai_points(messages, warnings), _chat_warning)
 
 
-def place_responses(items: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
-    """The input for the OpenAI Responses API: each warning as a system message item."""
-    return _insert(items, responses_points(items, warnings), _responses_warning)
+def place_responses(
+    items: Sequence[Message], warnings: WarningsByMessage, *, role: str = "system"
+) -> list[dict[str, Any]]:
+    """The input for the OpenAI Responses API: each warning as a system message item
+    (`role="user"`: a user message item, for a runtime that converts the items for a
+    provider without mid-conversation system messages)."""
+    return _insert(
+        items,
+        responses_points(items, warnings),
+        lambda text: {"type": "message", "role": role, "content": text},
+    )
 
 
 def openai_points(messages: Sequence[Message], warnings: WarningsByMessage) -> dict[int, list[str]]:
@@ -105,10 +152,6 @@ def _chat_warning(text: str) -> dict[str, Any]:
     return {"role": "system", "content": text}
 
 
-def _responses_warning(text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "system", "content": text}
-
-
 def _openai_point(messages: Sequence[Message], index: int) -> int:
     """The index of the message after which a warning of `messages[index]` goes."""
     message = messages[index]
@@ -132,16 +175,64 @@ def _responses_point(items: Sequence[Message], index: int) -> int:
     return index
 
 
+@dataclass(frozen=True)
+class _TurnShape:
+    """How one API spells a conversation of user and assistant turns with content blocks."""
+
+    content: str
+    user: str
+    is_result: Callable[[Any], bool]
+    text: Callable[[str], dict[str, Any]]
+
+
+_ANTHROPIC = _TurnShape(
+    "content",
+    "user",
+    lambda block: isinstance(block, Mapping) and block.get("type") == "tool_result",
+    lambda text: {"type": "text", "text": text},
+)
+_GEMINI = _TurnShape(
+    "parts",
+    "user",
+    lambda part: isinstance(part, Mapping) and "functionResponse" in part,
+    lambda text: {"text": text},
+)
+_BEDROCK = _TurnShape(
+    "content",
+    "user",
+    lambda block: isinstance(block, Mapping) and "toolResult" in block,
+    lambda text: {"text": text},
+)
+
+
 def place_anthropic(
     messages: Sequence[Message], warnings: WarningsByMessage
 ) -> list[dict[str, Any]]:
     """The prompt for Anthropic Messages: each warning as a text block in a user turn."""
+    return _place_in_user_turns(messages, warnings, _ANTHROPIC)
+
+
+def place_gemini(contents: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
+    """The `contents` for Gemini (`role` `user` / `model`, `parts`): each warning as a text
+    part in a user turn, after its `functionResponse` parts (as Anthropic's)."""
+    return _place_in_user_turns(contents, warnings, _GEMINI)
+
+
+def place_bedrock(messages: Sequence[Message], warnings: WarningsByMessage) -> list[dict[str, Any]]:
+    """The `messages` for Bedrock Converse: each warning as a `{"text": ...}` block in a
+    user turn, after its `toolResult` blocks (as Anthropic's)."""
+    return _place_in_user_turns(messages, warnings, _BEDROCK)
+
+
+def _place_in_user_turns(
+    messages: Sequence[Message], warnings: WarningsByMessage, shape: _TurnShape
+) -> list[dict[str, Any]]:
     _check_indexes(warnings, len(messages))
     leading: dict[int, list[str]] = {}  # user message index -> after its tool results
     trailing: dict[int, list[str]] = {}  # user message index -> at its end
     for index in sorted(warnings):
         texts = [warning_text(t) for t in warnings[index]]
-        if messages[index].get("role") == "user":
+        if messages[index].get("role") == shape.user:
             trailing.setdefault(index, []).extend(texts)
         else:
             # The next user turn: the one after it (roles alternate) or a trailing one.
@@ -149,44 +240,38 @@ def place_anthropic(
     prompt: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if index in leading or index in trailing:
-            prompt.append(_with_warnings(message, leading.get(index, []), trailing.get(index, [])))
+            before, after = leading.get(index, []), trailing.get(index, [])
+            prompt.append(_with_warnings(message, before, after, shape))
         else:
             prompt.append(copy.deepcopy(dict(message)))
     if len(messages) in leading:
-        prompt.append({"role": "user", "content": _text_blocks(leading[len(messages)])})
+        texts = leading[len(messages)]
+        prompt.append({"role": shape.user, shape.content: [shape.text(t) for t in texts]})
     return prompt
 
 
-def _with_warnings(message: Message, leading: list[str], trailing: list[str]) -> dict[str, Any]:
+def _with_warnings(
+    message: Message, leading: list[str], trailing: list[str], shape: _TurnShape
+) -> dict[str, Any]:
     """A copy of a user message with warning blocks after its tool results and at its end."""
-    if message.get("role") != "user":
-        raise ValueError("an Anthropic history must alternate user and assistant messages")
-    content = message.get("content")
+    if message.get("role") != shape.user:
+        raise ValueError("the history must alternate user and assistant messages")
+    content = message.get(shape.content)
     blocks: list[Any] = (
-        [{"type": "text", "text": content}]
-        if isinstance(content, str)
-        else copy.deepcopy(list(content or []))
+        [shape.text(content)] if isinstance(content, str) else copy.deepcopy(list(content or []))
     )
     results = 0
-    while results < len(blocks) and _is_tool_result(blocks[results]):
+    while results < len(blocks) and shape.is_result(blocks[results]):
         results += 1
     rebuilt = [
         *blocks[:results],
-        *_text_blocks(leading),
+        *(shape.text(t) for t in leading),
         *blocks[results:],
-        *_text_blocks(trailing),
+        *(shape.text(t) for t in trailing),
     ]
-    copied = copy.deepcopy({key: value for key, value in message.items() if key != "content"})
-    copied["content"] = rebuilt
+    copied = copy.deepcopy({key: value for key, value in message.items() if key != shape.content})
+    copied[shape.content] = rebuilt
     return copied
-
-
-def _is_tool_result(block: Any) -> bool:
-    return isinstance(block, Mapping) and block.get("type") == "tool_result"
-
-
-def _text_blocks(texts: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": text} for text in texts]
 
 
 def _check_indexes(warnings: WarningsByMessage, length: int) -> None:

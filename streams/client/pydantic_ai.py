@@ -9,12 +9,18 @@ waits for their verdicts (fail-open) and adds each warning as a `UserPromptPart`
 copy of the request it belongs to. Pydantic AI sends `request_context.messages` for this
 request only, so the run's message history never contains a warning. A tool retry
 (`RetryPromptPart` naming a tool) is a failed result. The session is the run's
-`conversation_id` (or its `run_id`) unless `session_id` says otherwise.
+`conversation_id` (or its `run_id`) unless `session_id` says otherwise; the agent id is
+the agent's `name`. A `UserPromptPart` is valid user content for every provider
+(OpenAI, Anthropic, Gemini, Bedrock), so the placement is the same for all. Nothing
+raises into the run for loopwatch's sake: an error of its own is logged and the request
+goes to the model unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +42,8 @@ from pydantic_ai.models import ModelRequestContext
 from loopwatch.streams.client.client import LoopwatchClient
 from loopwatch.streams.client.placement import warning_text
 
+log = logging.getLogger(__name__)
+
 SessionIdOf = Callable[[RunContext[Any]], str]
 
 
@@ -46,14 +54,26 @@ class LoopwatchCapability(AbstractCapability[Any]):
     client: LoopwatchClient
     session_id: str | SessionIdOf | None = None
     """A fixed id, a function of the run context, or None for the run's conversation."""
+    _generated: str | None = dataclasses.field(default=None, init=False, repr=False)
     agent_id: str | None = None
+    """Default: the agent's `name`."""
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
+        try:
+            return await self._placed(ctx, request_context)
+        except Exception as exc:  # fail-open: loopwatch never breaks the run
+            log.warning("LoopwatchCapability: %s; request left unchanged", type(exc).__name__)
+            return request_context
+
+    async def _placed(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
         messages = list(request_context.messages)
+        agent_name = getattr(ctx.agent, "name", None) if ctx.agent is not None else None
         tracker = await self.client.tracker(
-            self._session_of(ctx), "anthropic", agent_id=self.agent_id
+            self._session_of(ctx), "anthropic", agent_id=self.agent_id or agent_name
         )
         system = "\n".join(p.content for m in messages for p in _system_parts(m)) or None
         warnings = await tracker.warnings([anthropic_message(m) for m in messages], system=system)
@@ -78,7 +98,13 @@ class LoopwatchCapability(AbstractCapability[Any]):
             return self.session_id(ctx)
         session = ctx.conversation_id or ctx.run_id
         if session is None:
-            raise ValueError("LoopwatchCapability: the run has no id; pass session_id=")
+            if self._generated is None:
+                self._generated = f"pai-{uuid.uuid4().hex}"
+                log.warning(
+                    "LoopwatchCapability: the run has no id and no session_id was given; using %s",
+                    self._generated,
+                )
+            session = self._generated
         return session
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from loopwatch.models import LoopVerdict
+from loopwatch.streams.client.breaker import CircuitBreaker
 from loopwatch.streams.client.encoding import Call, EventEncoder
 from loopwatch.streams.client.ledger import Ledger, PlacedWarning, warnings_by_message
 from loopwatch.streams.client.stats import ClientStats
@@ -37,6 +38,8 @@ class VerdictWait:
     timeline: VerdictTimeline | None = None
     """Where the time went for the event waited for (None when its verdict had not
     arrived, or arrived before this wait began with its timing already handed out)."""
+    skipped: bool = False
+    """True when the wait returned at once because the client's circuit was open."""
 
 
 class Session:
@@ -59,6 +62,7 @@ class Session:
         default_timeout: float,
         first_seq: int = 0,
         log_timeouts: bool = True,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.session_id = session_id
         self._encoder = encoder
@@ -68,6 +72,7 @@ class Session:
         self._clock = clock
         self._default_timeout = default_timeout
         self._log_timeouts = log_timeouts
+        self._breaker = breaker or CircuitBreaker()
         self._next_seq = first_seq
         self._ledger = Ledger()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -85,12 +90,11 @@ class Session:
     # -- publishing ----------------------------------------------------------------------
 
     async def user(self, text: str | None = None, *, message_index: int | None = None) -> int:
-        seq = self._take_seq(message_index)
-        return await self._send(seq, self._encoder.user(seq, self._clock(), text))
+        return await self._emit(message_index, lambda seq, ts: self._encoder.user(seq, ts, text))
 
     async def system(self, text: str | None = None, *, message_index: int | None = None) -> int:
-        seq = self._take_seq(message_index)
-        return await self._send(seq, self._encoder.system(seq, self._clock(), text))
+        encoder = self._encoder
+        return await self._emit(message_index, lambda seq, ts: encoder.system(seq, ts, text))
 
     async def assistant(
         self,
@@ -99,9 +103,10 @@ class Session:
         *,
         message_index: int | None = None,
     ) -> int:
-        seq = self._take_seq(message_index)
-        record = self._encoder.assistant(seq, self._clock(), text, tool_calls)
-        return await self._send(seq, record)
+        encoder = self._encoder
+        return await self._emit(
+            message_index, lambda seq, ts: encoder.assistant(seq, ts, text, tool_calls)
+        )
 
     async def tool_result(
         self,
@@ -112,16 +117,17 @@ class Session:
         *,
         message_index: int | None = None,
     ) -> int:
-        seq = self._take_seq(message_index)
-        record = self._encoder.tool_result(
-            seq, self._clock(), call_id=call_id, tool_name=tool_name, result=result, error=error
+        encoder = self._encoder
+        return await self._emit(
+            message_index,
+            lambda seq, ts: encoder.tool_result(
+                seq, ts, call_id=call_id, tool_name=tool_name, result=result, error=error
+            ),
         )
-        return await self._send(seq, record)
 
     async def end(self) -> int:
         """Publish `session_end` and stop reading this session's verdicts."""
-        seq = self._take_seq(None)
-        await self._send(seq, self._encoder.end(seq, self._clock()))
+        seq = await self._emit(None, self._encoder.end)
         self.close()
         return seq
 
@@ -134,13 +140,28 @@ class Session:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def _take_seq(self, message_index: int | None) -> int:
+    async def _emit(
+        self, message_index: int | None, encode: Callable[[int, datetime], bytes]
+    ) -> int:
+        """Encode the next event and publish it. An event that cannot be encoded (NaN, a
+        cycle, ...) is skipped, logged and counted as dropped, and takes no seq (the seq
+        returned is the one the next event gets): a bad record never raises into the turn."""
         if self.closed:
             raise RuntimeError(f"session {self.session_id!r} is closed")
         seq = self._next_seq
+        try:
+            record = encode(seq, self._clock())
+        except Exception as exc:  # fail-open: detection skips what it cannot encode
+            self._stats.dropped += 1
+            log.warning(
+                "session %s: an event could not be encoded (%s); skipped",
+                self.session_id,
+                type(exc).__name__,
+            )
+            return seq
         self._next_seq += 1
         self._ledger.published(seq, message_index)
-        return seq
+        return await self._send(seq, record)
 
     async def _send(self, seq: int, record: bytes) -> int:
         pending = self._pending[seq] = PendingEvent()
@@ -152,6 +173,11 @@ class Session:
     # -- verdicts ------------------------------------------------------------------------
 
     @property
+    def agent_id(self) -> str | None:
+        """The agent id its events carry."""
+        return self._encoder.agent_id
+
+    @property
     def last_seq(self) -> int | None:
         """The seq of the newest published event."""
         return self._ledger.last_seq
@@ -160,6 +186,7 @@ class Session:
         """Called by the reader for each verdict of this session (`produced_at`: the
         verdict record's timestamp, seconds since the epoch)."""
         received_at = time.time()
+        self._breaker.verdict_arrived()
         if not self._ledger.received(verdict):
             return
         pending = self._pending.pop(verdict.seq, None)
@@ -185,12 +212,23 @@ class Session:
         """Wait until the verdict of `through_seq` (default: the newest event) has arrived,
         at most `timeout` seconds (default: the client's); then return what has arrived.
 
-        Fail-open: a timeout is logged and counted, never raised.
+        Fail-open: a timeout is logged and counted, never raised. While the client's
+        circuit is open it does not wait at all (`skipped`); a timeout counts as a
+        failure of the circuit breaker, a verdict that was there resets its count.
         """
         target = self._ledger.last_seq if through_seq is None else through_seq
         timeout = self._default_timeout if timeout is None else timeout
         started = time.monotonic()
         complete = target is None or self._ledger.has_verdict(target)
+        if not complete and self._breaker.is_open:
+            self._stats.record_skipped(time.monotonic() - started)
+            return VerdictWait(
+                target,
+                False,
+                time.monotonic() - started,
+                tuple(self._ledger.hand_out()),
+                skipped=True,
+            )
         if not complete and target is not None and not self.closed:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append((target, waiter))
@@ -205,6 +243,11 @@ class Session:
         if complete and arrival is not None and arrival.seq == target:
             timeline = arrival.timeline(time.time())
         self._stats.record_wait(waited, complete)
+        if target is not None and not self.closed:
+            if complete:
+                self._breaker.wait_succeeded()
+            else:
+                self._breaker.failure("timeout")
         if not complete and self._log_timeouts:
             log.warning(
                 "no verdict for session %s seq %s within %.2fs; going on without it",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loopwatch.streams.client.history import Format, HistoryEvent, HistoryReader, ToolError
@@ -34,6 +34,8 @@ from loopwatch.streams.client.ledger import warnings_by_message
 from loopwatch.streams.client.placement import (
     WarningsByMessage,
     place_anthropic,
+    place_bedrock,
+    place_gemini,
     place_openai,
     place_responses,
 )
@@ -42,7 +44,14 @@ from loopwatch.streams.client.session import Session, VerdictWait
 log = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
-_PLACE = {"openai": place_openai, "anthropic": place_anthropic, "responses": place_responses}
+Place = Callable[[Sequence[Message], WarningsByMessage], list[dict[str, Any]]]
+_PLACE: dict[str, Place] = {
+    "openai": place_openai,
+    "anthropic": place_anthropic,
+    "responses": place_responses,
+    "gemini": place_gemini,
+    "bedrock": place_bedrock,
+}
 
 
 class HistoryTracker:

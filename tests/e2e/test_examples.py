@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from loopwatch.streams.client import MARKER
+from loopwatch.streams.demo.ports import free_ports
 from loopwatch.streams.demo.worker_process import WorkerProcess, settings_env
 from loopwatch.streams.settings import Settings
 
@@ -26,6 +27,7 @@ FRAMEWORK_EXAMPLES = (
 
 
 async def run_example(name: str, settings: Settings) -> str:
+    """The example's output; it must exit 0."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(EXAMPLES / name),
@@ -44,3 +46,21 @@ async def test_every_example_shows_its_model_the_warning(
     for name in FRAMEWORK_EXAMPLES:
         output = await run_example(name, e2e_settings)
         assert MARKER in output and "repeated_" in output, f"{name}:\n{output}"
+
+
+async def test_every_example_finishes_its_run_without_a_worker(e2e_settings: Settings) -> None:
+    """Fail-open: the verdicts never come; the agents run to their end all the same."""
+    for name in FRAMEWORK_EXAMPLES:
+        output = await run_example(name, e2e_settings)
+        assert "Traceback" not in output and "circuit open" in output, f"{name}:\n{output}"
+
+
+async def test_every_example_finishes_its_run_with_the_broker_down(
+    e2e_settings: Settings,
+) -> None:
+    """Fail-open: nothing listens at the bootstrap address; nothing raises into the agent."""
+    down = e2e_settings.model_copy(update={"bootstrap_servers": f"127.0.0.1:{free_ports()}"})
+    for name in FRAMEWORK_EXAMPLES:
+        output = await run_example(name, down)
+        assert "Traceback" not in output and "Unclosed" not in output, f"{name}:\n{output}"
+        assert "cannot connect to Kafka" in output, f"{name}:\n{output}"

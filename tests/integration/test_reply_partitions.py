@@ -42,6 +42,8 @@ def worker(worker_env: WorkerEnv, tmp_path_factory: pytest.TempPathFactory) -> I
 
 async def _disjoint_claims(*clients: LoopwatchClient) -> list[set[int]]:
     """Wait until the group has given every client a claim of its own, and reads only it."""
+    for client in clients:
+        assert await client.connect(TIMEOUT)  # the client connects in the background
     while True:
         changed = [asyncio.ensure_future(c.reader.reassigned()) for c in clients]
         claims = [c.reader.claimed_partitions or set() for c in clients]
@@ -108,6 +110,7 @@ async def test_events_without_the_header_get_their_verdicts_by_key(
     async with LoopwatchClient.from_settings(
         settings, verdict_timeout=TIMEOUT, reply_partitions=False
     ) as old:
+        assert await old.connect(TIMEOUT)
         assert old.reader.assigned_partitions == set(range(PARTITIONS))
         session = await old.open_session("old-style")
         await session.user("hi", message_index=0)
