@@ -35,7 +35,12 @@ async def run_example(name: str, settings: Settings) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=240)
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=240)
+    except TimeoutError:
+        process.kill()  # what it printed until then says where it hung
+        rest, _ = await process.communicate()
+        raise AssertionError(f"{name} did not finish within 240 s:\n{rest.decode()}") from None
     assert process.returncode == 0, output.decode()
     return output.decode()
 
