@@ -35,12 +35,16 @@ async def run_example(name: str, settings: Settings) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+    assert process.stdout is not None
+    reading = asyncio.ensure_future(process.stdout.read())  # never cancelled: kept whole
     try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout=240)
+        await asyncio.wait_for(process.wait(), timeout=240)
     except TimeoutError:
         process.kill()  # what it printed until then says where it hung
-        rest, _ = await process.communicate()
-        raise AssertionError(f"{name} did not finish within 240 s:\n{rest.decode()}") from None
+        await process.wait()
+        hung = (await reading).decode()
+        raise AssertionError(f"{name} did not finish within 240 s:\n{hung}") from None
+    output = await reading
     assert process.returncode == 0, output.decode()
     return output.decode()
 
