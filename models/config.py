@@ -3,6 +3,7 @@ tools and per-tool thresholds, validated so a bad value names its key and value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from loopwatch.models.verdicts import ALL_RULES, RULES, RuleName
+from loopwatch.models.volatile import ResultCleaner
 
 
 class ConfigError(ValueError):
@@ -66,6 +68,11 @@ class DetectionConfig(BaseModel):
     """A match naming only these tools is ignored (contract §9.6)."""
     tool_thresholds: dict[str, int] = {}
     """A tool's own threshold, replacing the rule's when every named tool has one."""
+    volatile_results: bool | None = None
+    """Results and errors are compared without their volatile fields (contract §9.9);
+    None: the profile's choice (on in `extended`)."""
+    result_ignore: dict[str, tuple[str, ...]] = {}
+    """Per tool, more result keys to ignore, and `re:<pattern>` texts to mask (§9.9)."""
 
     def __init__(self, **data: Any) -> None:
         _check(data)
@@ -88,6 +95,21 @@ class DetectionConfig(BaseModel):
         return self.result_aware_batches
 
     @cached_property
+    def result_cleaner(self) -> ResultCleaner | None:
+        """The loose result fingerprint's cleaner (§9.9); None: results compare by §3."""
+        on = self.profile == "extended" if self.volatile_results is None else self.volatile_results
+        return ResultCleaner(self.result_ignore) if on else None
+
+    @cached_property
+    def result_mode(self) -> str:
+        """How results are compared: "" (§3), else names the cleaning (what a session's
+        result-reading state was built with; a change starts it again, §9.9)."""
+        if self.result_cleaner is None:
+            return ""
+        ignore = sorted((tool, sorted(entries)) for tool, entries in self.result_ignore.items())
+        return "loose" if not ignore else f"loose:{ignore!r}"
+
+    @cached_property
     def has_tool_policy(self) -> bool:
         """Exempt tools or per-tool thresholds are set (§9.6)."""
         return bool(self.exempt_tools or self.tool_thresholds)
@@ -99,6 +121,7 @@ class DetectionConfig(BaseModel):
             self.enabled_rules == RULES
             and not self.batches_compare_results
             and not self.has_tool_policy
+            and not self.result_mode
         )
 
     @cached_property
@@ -138,6 +161,10 @@ def _check(data: Mapping[str, Any]) -> None:
         raise ConfigError(f"result_aware_batches must be true, false or null, got {aware!r}")
     _check_rules(data.get("rules", {}))
     _check_tools(data.get("exempt_tools", ()), data.get("tool_thresholds", {}))
+    volatile = data.get("volatile_results")
+    if volatile is not None and not isinstance(volatile, bool):
+        raise ConfigError(f"volatile_results must be true, false or null, got {volatile!r}")
+    _check_ignore(data.get("result_ignore", {}))
 
 
 def _is_count(value: Any) -> bool:
@@ -171,3 +198,33 @@ def _check_tools(exempt: Any, own: Any) -> None:
     for name, value in own.items():
         if not _is_count(value):
             raise ConfigError(f"tool_thresholds: {name} must be an integer >= 1, got {value!r}")
+
+
+MAX_IGNORE_ENTRIES = 32
+
+
+def _check_ignore(ignore: Any) -> None:
+    if not isinstance(ignore, Mapping):
+        raise ConfigError(f"result_ignore must be an object of tool name to a list, got {ignore!r}")
+    if len(ignore) > MAX_TOOL_ENTRIES:
+        raise ConfigError(f"result_ignore may list at most {MAX_TOOL_ENTRIES} tools")
+    for name, entries in ignore.items():
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TOOL_NAME_CHARS:
+            raise ConfigError(
+                f"tool names must be 1-{MAX_TOOL_NAME_CHARS} characters, got {name!r}"
+            )
+        if not isinstance(entries, list | tuple) or len(entries) > MAX_IGNORE_ENTRIES:
+            raise ConfigError(
+                f"result_ignore: {name} must be a list of at most {MAX_IGNORE_ENTRIES} "
+                f"keys or re: patterns, got {entries!r}"
+            )
+        for entry in entries:
+            if not isinstance(entry, str) or not 1 <= len(entry) <= MAX_TOOL_NAME_CHARS:
+                raise ConfigError(f"result_ignore: {name}: bad entry {entry!r}")
+            if entry.startswith("re:"):
+                try:
+                    re.compile(entry[3:])
+                except re.error as exc:
+                    raise ConfigError(
+                        f"result_ignore: {name}: bad pattern {entry!r}: {exc}"
+                    ) from exc

@@ -25,6 +25,7 @@ from loopwatch.models import (
     call_fingerprint,
     result_fingerprint,
 )
+from loopwatch.models.volatile import ResultCleaner
 from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, track
 from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from loopwatch.streams.detector.rules.base import Match
@@ -99,7 +100,10 @@ def observe_episodes(
         rules = ALL_RULES.kept_for(config)
         if state is not None and state.rules is not rules and state.rules.family is ALL_RULES:
             state = state.keeping(rules)
-    new = advance(state, event, rules)
+    mode = config.result_mode
+    if state is not None and state.mode != mode:
+        state = state.comparing(mode)
+    new = advance(state, event, rules, config.result_cleaner, mode)
     match = first_match(new, config)
     warning = None if match is None else warning_of(match, texts)
     verdict: LoopVerdict = _validate_verdict(
@@ -168,11 +172,17 @@ def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName
 
 
 def advance(
-    state: SessionState | None, event: AgentEvent, rules: RuleSet = ALL_RULES
+    state: SessionState | None,
+    event: AgentEvent,
+    rules: RuleSet = ALL_RULES,
+    cleaner: ResultCleaner | None = None,
+    mode: str = "",
 ) -> SessionState:
-    """The state after `event` (the caller has checked its seq); `state` is not modified."""
+    """The state after `event` (the caller has checked its seq); `state` is not modified.
+    `cleaner`: results are compared by their loose fingerprint (contract §9.9), and a new
+    state records `mode` (`DetectionConfig.result_mode`)."""
     if state is None:
-        new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules)
+        new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules, mode=mode)
     else:
         rules = state.rules
         new = SessionState(
@@ -184,12 +194,13 @@ def advance(
             state.step_pending,
             state.episodes,
             state.loops,
+            state.mode,
         )
     parts = new.parts
     # Dispatch on the discriminator: a str compare is cheaper than isinstance on a
     # pydantic model, tested up to four times per event.
     if event.type == "tool_result":
-        signature = _signature(new, event)
+        signature = _signature(new, event, cleaner)
         for index, on_result in rules.on_result:
             parts[index] = on_result(parts[index], event, signature)
     elif event.type == "assistant_message":
@@ -222,7 +233,7 @@ def _remember_calls(state: SessionState, event: AssistantMessage) -> list[str]:
     return digests
 
 
-def _signature(state: SessionState, event: ToolResult) -> str | None:
+def _signature(state: SessionState, event: ToolResult, cleaner: ResultCleaner | None) -> str | None:
     """`<call digest>:<result digest>`; None when the call cannot be resolved."""
     call: str | None
     if event.call_fingerprint is not None:
@@ -231,9 +242,12 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
         call = state.calls.get(id_digest(event.call_id))
     if call is None:
         return None
-    result = fingerprint_digest(
-        event.result_fingerprint or result_fingerprint(event.tool_name, event.result, event.error)
-    )
+    if event.result_fingerprint is not None:
+        result = fingerprint_digest(event.result_fingerprint)
+    elif cleaner is None:
+        result = fingerprint_digest(result_fingerprint(event.tool_name, event.result, event.error))
+    else:
+        result = fingerprint_digest(cleaner.fingerprint(event.tool_name, event.result, event.error))
     return f"{call}:{result}"
 
 

@@ -53,6 +53,9 @@ class SessionState:
     """Open loop episodes, at most one per rule, in rule order."""
     loops: int = 0
     """Episodes this session has opened so far."""
+    mode: str = ""
+    """How its result-reading parts compare results (`DetectionConfig.result_mode`: ""
+    is docs/contract.md §3; a change restarts those parts, §9.9)."""
 
     def copy(self) -> SessionState:
         """A shallow copy: the parts list is new, the parts and `calls` are shared."""
@@ -65,6 +68,25 @@ class SessionState:
             self.step_pending,
             self.episodes,
             self.loops,
+            self.mode,
+        )
+
+    def comparing(self, mode: str) -> SessionState:
+        """A copy whose result-reading parts (trackers with `reads_signatures`) start
+        again from empty, comparing results as `mode` says (contract §9.9)."""
+        return SessionState(
+            self.last_seq,
+            self.last_ts,
+            self.calls,
+            [
+                tracker.empty() if tracker.reads_signatures else part
+                for tracker, part in zip(self.rules.trackers, self.parts, strict=True)
+            ],
+            self.rules,
+            self.step_pending,
+            self.episodes,
+            self.loops,
+            mode,
         )
 
     def keeping(self, rules: RuleSet) -> SessionState:
@@ -81,6 +103,7 @@ class SessionState:
             self.step_pending,
             self.episodes,
             self.loops,
+            self.mode,
         )
 
     def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
@@ -101,6 +124,8 @@ class SessionState:
         snapshot["step"] = list(self.step_pending)
         snapshot["episodes"] = [episode.to_snapshot() for episode in self.episodes]
         snapshot["loops"] = self.loops
+        if self.mode:  # absent when results compare by §3 (the seed's snapshot unchanged)
+            snapshot["mode"] = self.mode
         return snapshot
 
     @classmethod
@@ -134,4 +159,5 @@ class SessionState:
             step_pending=tuple(int(item) for item in snapshot.get("step", ())),
             episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
             loops=int(snapshot.get("loops", 0)),
+            mode=str(snapshot.get("mode", "")),
         )

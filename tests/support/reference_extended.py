@@ -9,11 +9,20 @@ Written from the contract section alone, not from the core. Where the text leave
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from loopwatch.models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
+from loopwatch.models import (
+    AgentEvent,
+    AssistantMessage,
+    DetectionConfig,
+    ToolResult,
+    result_fingerprint,
+)
+from loopwatch.models.volatile import ERROR_DETAIL, VOLATILE_KEYS, VOLATILE_TEXT
 from tests.support import reference
 from tests.support.reference import ExpectedWarning, is_boundary, is_text_step, is_tool_step
 
@@ -260,19 +269,69 @@ def threshold_in_force(config: DetectionConfig, rule: str, names: tuple[str, ...
     return _rule_threshold(config, rule)
 
 
+# --- volatile fields (§9.9) -------------------------------------------------------------
+
+
+def loose(config: DetectionConfig) -> bool:
+    if config.volatile_results is None:
+        return config.profile == "extended"
+    return config.volatile_results
+
+
+def _mode(config: DetectionConfig) -> str:
+    if not loose(config):
+        return ""
+    return "loose " + repr(sorted((t, sorted(e)) for t, e in config.result_ignore.items()))
+
+
+def _mask(text: str, tool_patterns: list[str]) -> str:
+    text = VOLATILE_TEXT.sub("<v>", text)
+    if tool_patterns:  # READING: the tool's patterns as one alternation, left to right
+        text = re.sub("|".join(f"(?:{p})" for p in tool_patterns), "<v>", text)
+    return text
+
+
+def _cleaned(value: Any, keys: set[str], patterns: list[str]) -> Any:
+    if isinstance(value, str):
+        return _mask(value, patterns)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            folded = key.lower().replace("_", "").replace("-", "")
+            moment = key[-2:] == "At" or key[-3:] in ("_at", "-at")
+            if folded in VOLATILE_KEYS or moment or key in keys:
+                continue
+            out[key] = _cleaned(item, keys, patterns)
+        return out
+    if isinstance(value, list):
+        return [_cleaned(item, keys, patterns) for item in value]
+    return value
+
+
+def loose_result_fingerprint(config: DetectionConfig, event: ToolResult) -> str:
+    entries = config.result_ignore.get(event.tool_name, ())
+    keys = {e for e in entries if not e.startswith("re:")}
+    patterns = [e[3:] for e in entries if e.startswith("re:")]
+    error = event.error
+    if error is not None:
+        error = ERROR_DETAIL.sub("<x>", VOLATILE_TEXT.sub("<v>", error))
+    return result_fingerprint(event.tool_name, _cleaned(event.result, keys, patterns), error)
+
+
 # --- which events each rule sees (§9.1: state kept only while a rule reads it) -------
 
 
 def state_of(rule: str, config: DetectionConfig) -> str:
     """The state a rule reads: rules 1-2 share the run of results, rules 5, 6 and the
     result-aware rule 4 the tool-step state."""
+    mode = _mode(config)  # a state reading results starts again when their comparison changes
     if rule == "repeated_batch":
-        return "steps" if _result_aware(config) else "batch"
+        return "steps" + mode if _result_aware(config) else "batch"
     return {
-        "repeated_failed_mutation": "result",
-        "repeated_result": "result",
+        "repeated_failed_mutation": "result" + mode,
+        "repeated_result": "result" + mode,
         "repeated_read_range": "chain",
-    }.get(rule, "steps")
+    }.get(rule, "steps" + mode)
 
 
 class KeptSince:
@@ -289,9 +348,19 @@ class KeptSince:
         return self.since
 
 
-def view(history: Sequence[AgentEvent], start: int) -> list[AgentEvent]:
+def view(
+    history: Sequence[AgentEvent], start: int, config: DetectionConfig | None = None
+) -> list[AgentEvent]:
     """The session as a state kept from event `start` on sees it: the events from there,
-    each tool result resolved to its call over the whole session (§9.1)."""
+    each tool result resolved to its call over the whole session (§9.1), and with its
+    loose result fingerprint when `config` compares results so (§9.9)."""
+    if config is not None and loose(config):
+        history = [
+            e.model_copy(update={"result_fingerprint": loose_result_fingerprint(config, e)})
+            if isinstance(e, ToolResult) and e.result_fingerprint is None
+            else e
+            for e in history
+        ]
     if start == 0:
         return list(history)
     calls: dict[str, str] = {}
@@ -322,7 +391,7 @@ def expected_warning(
     state's view begins (`KeptSince`), from the first event when not given."""
     for rule in enabled(config):
         start = 0 if since is None else since.get(state_of(rule, config), 0)
-        candidate = CANDIDATES[rule](view(history, start), config)
+        candidate = CANDIDATES[rule](view(history, start, config), config)
         if candidate is None:
             continue
         names, count = candidate

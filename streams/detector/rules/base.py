@@ -38,6 +38,9 @@ class Tracker(Generic[Part]):
     """One part of the per-session state, kept under `key` in the snapshot."""
 
     key: str
+    reads_signatures: bool = False
+    """Its part depends on how results are compared (docs/contract.md §9.9): it starts
+    again when that changes."""
 
     def empty(self) -> Part:
         raise NotImplementedError

@@ -21,6 +21,7 @@ from loopwatch.streams.detector.tools import id_digest
 
 class StepsTracker(Tracker[Steps]):
     key = "steps"
+    reads_signatures = True
 
     def empty(self) -> Steps:
         return EMPTY
