@@ -27,7 +27,13 @@ THRESHOLD_KEYS = (
     "mutating_failure_threshold",
     "call_in_turn_threshold",
     "cycle_threshold",
+    "error_threshold",
+    "call_floor_threshold",
 )
+EXTENDED_DEFAULTS: Mapping[str, int] = {"threshold": 4, "mutating_failure_threshold": 3}
+"""The `extended` profile's own defaults for thresholds a config does not set (issue 31,
+docs/rules.md "Thresholds"): peers wait for four identical calls or results, and for
+three identical failures, before they nudge. The seed's stay SPEC's 3 and 2."""
 MAX_TOOL_ENTRIES = 256
 """Most entries in `exempt_tools` or `tool_thresholds` (a policy is small, and lives in
 every worker's memory)."""
@@ -41,6 +47,9 @@ _RULE_THRESHOLD: Mapping[RuleName, str] = {
     "repeated_batch": "threshold",
     "repeated_call_in_turn": "call_in_turn_threshold",
     "repeated_cycle": "cycle_threshold",
+    "repeated_error": "error_threshold",
+    "recurring_result": "threshold",
+    "repeated_call": "call_floor_threshold",
 }
 
 
@@ -53,13 +62,20 @@ class DetectionConfig(BaseModel):
     profile: Profile = "seed"
     """`seed` (docs/contract.md §4's four rules) or `extended` (contract §9.1)."""
     threshold: int = 3
-    """Repetitions that trigger rules 2-4 (repeated result, read range, batch)."""
+    """Repetitions that trigger rules 2-4 (repeated result, read range, batch) and
+    `recurring_result`; 4 by default in `extended` (`EXTENDED_DEFAULTS`)."""
     mutating_failure_threshold: int = 2
-    """Repetitions of a failed mutating call that trigger rule 1."""
+    """Repetitions of a failed mutating call that trigger rule 1; 3 by default in
+    `extended`."""
     call_in_turn_threshold: int = 3
     """Identical calls in one assistant message that trigger `repeated_call_in_turn`."""
     cycle_threshold: int = 3
     """Repetitions of a cycle of steps that trigger `repeated_cycle`."""
+    error_threshold: int = 4
+    """Failures in a row of one tool with one error class that trigger `repeated_error`
+    (docs/rules.md: at 3 it warned an agent that was about to switch tools)."""
+    call_floor_threshold: int = 5
+    """The same batch in a row, whatever its results, that triggers `repeated_call`."""
     result_aware_batches: bool | None = None
     """`repeated_batch` compares the steps' outcomes too; None: the profile's choice."""
     rules: dict[RuleName, bool] = {}
@@ -76,7 +92,13 @@ class DetectionConfig(BaseModel):
 
     def __init__(self, **data: Any) -> None:
         _check(data)
-        super().__init__(**data)
+        if data.get("profile") == "extended":
+            given = set(data)
+            super().__init__(**{**EXTENDED_DEFAULTS, **data})
+            # the profile's defaults count as unset, like any other default
+            object.__setattr__(self, "__pydantic_fields_set__", given)
+        else:
+            super().__init__(**data)
 
     # Derived once per config (cached_property: plain attribute reads after the first;
     # pydantic leaves them out of equality and dumps). The core reads them per event.

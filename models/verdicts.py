@@ -15,6 +15,9 @@ RuleName = Literal[
     "repeated_batch",
     "repeated_call_in_turn",
     "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
 ]
 RULES: tuple[RuleName, ...] = (
     "repeated_failed_mutation",
@@ -24,7 +27,14 @@ RULES: tuple[RuleName, ...] = (
 )
 """The seed's rules in evaluation order (docs/contract.md §4): the first that matches gives
 the warning."""
-ALL_RULES: tuple[RuleName, ...] = (*RULES, "repeated_call_in_turn", "repeated_cycle")
+ALL_RULES: tuple[RuleName, ...] = (
+    *RULES,
+    "repeated_call_in_turn",
+    "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
+)
 """Every rule in evaluation order (docs/contract.md §9.1); a profile enables a subset."""
 
 

@@ -214,6 +214,9 @@ def advance(
     elif event.type in {"user_message", "system_message"}:
         for index, on_boundary in rules.on_boundary:
             parts[index] = on_boundary(parts[index])
+        if event.type == "user_message":
+            for index, on_user_message in rules.on_user_message:
+                parts[index] = on_user_message(parts[index])
     return new
 
 
@@ -287,7 +290,12 @@ def _checked(
 
 
 _COUNTING = DetectionConfig(
-    threshold=1, mutating_failure_threshold=1, call_in_turn_threshold=1, cycle_threshold=1
+    threshold=1,
+    mutating_failure_threshold=1,
+    call_in_turn_threshold=1,
+    cycle_threshold=1,
+    error_threshold=1,
+    call_floor_threshold=1,
 )
 """Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
 there, and the threshold is decided after it (counts never depend on a threshold)."""

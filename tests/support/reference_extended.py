@@ -32,7 +32,16 @@ SEED_ORDER = (
     "repeated_read_range",
     "repeated_batch",
 )
-ALL_ORDER = (*SEED_ORDER, "repeated_call_in_turn", "repeated_cycle")
+ALL_ORDER = (
+    *SEED_ORDER,
+    "repeated_call_in_turn",
+    "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
+)
+WINDOW = 10
+"""recurring_result's window of signed results (§9.11)."""
 MAX_STEP_IDS = 64
 """A step with more distinct call ids has an unknown outcome (§9.1)."""
 
@@ -163,6 +172,8 @@ def read_range(history: Sequence[AgentEvent], config: DetectionConfig) -> Candid
 
 def batch(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
     steps = _assistant_indexes(history)
+    if _result_aware(config):  # a user message is new intent: the run starts after it
+        steps = [i for i in steps if i > _latest_user(history)]
     if not steps or is_text_step(history[steps[-1]]):
         return None
     newest = history[steps[-1]]
@@ -228,6 +239,71 @@ def cycle(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate |
     return None
 
 
+def _latest_user(history: Sequence[AgentEvent]) -> int:
+    users = [i for i, e in enumerate(history) if e.type == "user_message"]
+    return users[-1] if users else -1
+
+
+def _since_boundary(history: Sequence[AgentEvent]) -> int:
+    bounds = [i for i, e in enumerate(history) if is_boundary(e)]
+    return bounds[-1] + 1 if bounds else 0
+
+
+def same_error(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.10: the newest results in a row since the boundary that failed, from the newest
+    one's tool, with its error class."""
+    results = [e for e in history[_since_boundary(history) :] if isinstance(e, ToolResult)]
+    if not results or results[-1].error is None:
+        return None
+
+    def kind(event: ToolResult) -> tuple[str, str] | None:
+        if event.error is None:
+            return None
+        masked = ERROR_DETAIL.sub("<x>", VOLATILE_TEXT.sub("<v>", event.error))
+        return event.tool_name, masked
+
+    newest = kind(results[-1])
+    count = 0
+    for event in reversed(results):
+        if kind(event) != newest:
+            break
+        count += 1
+    return (results[-1].tool_name,), count
+
+
+def recurring(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.11: the newest result's signature among the last WINDOW signed results since
+    the boundary."""
+    sigs = reference.signatures(history)
+    start = _since_boundary(history)
+    indexes = [i for i in range(start, len(history)) if isinstance(history[i], ToolResult)]
+    if not indexes or sigs[indexes[-1]] is None:
+        return None
+    window = [sigs[i] for i in indexes if sigs[i] is not None][-WINDOW:]
+    newest = history[indexes[-1]]
+    assert isinstance(newest, ToolResult)
+    return (newest.tool_name,), window.count(window[-1])
+
+
+def calls_floor(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.12: the newest tool steps in a row with the same batch since the latest user
+    message, whatever their results."""
+    steps = [i for i in _assistant_indexes(history) if i > _latest_user(history)]
+    if not steps or is_text_step(history[steps[-1]]):
+        return None
+    newest = history[steps[-1]]
+    assert isinstance(newest, AssistantMessage)
+    same = reference.batch_of(newest)
+    count = 0
+    for i in reversed(steps):
+        step = history[i]
+        assert isinstance(step, AssistantMessage)
+        if is_text_step(step) or reference.batch_of(step) != same:
+            break
+        count += 1
+    return tuple(sorted({call.name for call in newest.tool_calls})), count
+
+
 CANDIDATES = {
     "repeated_failed_mutation": failed_mutation,
     "repeated_result": same_result,
@@ -235,6 +311,9 @@ CANDIDATES = {
     "repeated_batch": batch,
     "repeated_call_in_turn": call_in_turn,
     "repeated_cycle": cycle,
+    "repeated_error": same_error,
+    "recurring_result": recurring,
+    "repeated_call": calls_floor,
 }
 
 
@@ -258,6 +337,8 @@ def _rule_threshold(config: DetectionConfig, rule: str) -> int:
         "repeated_failed_mutation": config.mutating_failure_threshold,
         "repeated_call_in_turn": config.call_in_turn_threshold,
         "repeated_cycle": config.cycle_threshold,
+        "repeated_error": config.error_threshold,
+        "repeated_call": config.call_floor_threshold,
     }.get(rule, config.threshold)
 
 
@@ -331,6 +412,8 @@ def state_of(rule: str, config: DetectionConfig) -> str:
         "repeated_failed_mutation": "result" + mode,
         "repeated_result": "result" + mode,
         "repeated_read_range": "chain",
+        "repeated_error": "errors",
+        "recurring_result": "window" + mode,
     }.get(rule, "steps" + mode)
 
 

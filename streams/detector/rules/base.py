@@ -49,6 +49,11 @@ class Tracker(Generic[Part]):
         """A user or system message."""
         return part
 
+    def on_user_message(self, part: Part) -> Part:
+        """A user message, after `on_boundary` (new intent: a tracker that treats it
+        unlike a system message)."""
+        return part
+
     def on_text_step(self, part: Part) -> Part:
         """An assistant message without tool calls."""
         return part

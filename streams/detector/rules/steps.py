@@ -81,6 +81,11 @@ class Steps:
     tails: tuple[int, int, int, int] = (0, 0, 0, 0)
     """Periodic tail length p_L of S for L = 2, 3, 4, 5."""
 
+    # repeated_call (§9.12)
+    calls_run: int = 0
+    """The newest tool step and the ones before it in a row with its batch, whatever
+    their outcomes, since the latest user message (0 after a text step or a user message)."""
+
     def outcome(self) -> str:
         if self.ids is None:
             return UNKNOWN
@@ -108,6 +113,7 @@ def _copy(s: Steps) -> Steps:
         s.turn_tools,
         s.units,
         s.tails,
+        s.calls_run,
     )
 
 
@@ -129,6 +135,21 @@ def on_boundary(steps: Steps) -> Steps:
     new.turn_tools = ()
     new.units = ()
     new.tails = _NO_TAILS
+    return new
+
+
+def on_user_message(steps: Steps) -> Steps:
+    """A user message is new intent (issue 31): rule 4's result-aware run and the
+    calls-only run start again at the next tool step (§9.3, §9.12)."""
+    if not steps.batch and not steps.calls_run:
+        return steps
+    new = _copy(steps)
+    new.batch = ""
+    new.continues = False
+    new.last_outcome = None
+    new.same_outcomes = 0
+    new.aware_run = 0
+    new.calls_run = 0
     return new
 
 
@@ -198,6 +219,7 @@ def on_tool_step(
         turn_tools,
         () if abandoned else steps.units,
         _NO_TAILS if abandoned else steps.tails,
+        steps.calls_run + 1 if continues else 1,
     )
 
 

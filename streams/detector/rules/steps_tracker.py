@@ -15,6 +15,7 @@ from loopwatch.streams.detector.rules.steps import (
     on_result,
     on_text_step,
     on_tool_step,
+    on_user_message,
 )
 from loopwatch.streams.detector.tools import id_digest
 
@@ -28,6 +29,9 @@ class StepsTracker(Tracker[Steps]):
 
     def on_boundary(self, part: Steps) -> Steps:
         return on_boundary(part)
+
+    def on_user_message(self, part: Steps) -> Steps:
+        return on_user_message(part)
 
     def on_text_step(self, part: Steps) -> Steps:
         return on_text_step(part)
@@ -79,6 +83,7 @@ def to_snapshot(steps: Steps) -> list[Any]:
         list(steps.turn_tools),
         [[unit.digest, list(unit.tools)] for unit in steps.units],
         list(steps.tails),
+        steps.calls_run,
     ]
 
 
@@ -87,7 +92,8 @@ def from_snapshot(data: list[Any] | None) -> Steps:
     if data is None:
         return EMPTY
     (ids, open_ids, batch, tools, results, total, joinable, continues, last, same, aware,
-     turn_count, turn_tools, units, tails) = data  # fmt: skip
+     turn_count, turn_tools, units, tails) = data[:15]  # fmt: skip
+    calls_run = int(data[15]) if len(data) > 15 else 0  # written before issue 31: none
     return Steps(
         ids=None if ids is None else frozenset(ids),
         open_ids=frozenset(open_ids),
@@ -104,4 +110,5 @@ def from_snapshot(data: list[Any] | None) -> Steps:
         turn_tools=tuple(turn_tools),
         units=tuple(Unit(str(d), tuple(t)) for d, t in units),
         tails=(int(tails[0]), int(tails[1]), int(tails[2]), int(tails[3])),
+        calls_run=calls_run,
     )

@@ -83,24 +83,30 @@ actions = st.one_of(
 )
 tool_subset = st.lists(st.sampled_from(TOOL_NAMES), max_size=2, unique=True)
 configs = st.builds(
-    lambda profile, t, m, c, k, aware, switches, exempt, own, volatile, ignore: DetectionConfig(
-        profile=profile,
-        threshold=t,
-        mutating_failure_threshold=m,
-        call_in_turn_threshold=c,
-        cycle_threshold=k,
-        result_aware_batches=aware,
-        rules=switches,
-        exempt_tools=exempt,
-        tool_thresholds=own,
-        volatile_results=volatile,
-        result_ignore=ignore,
+    lambda profile, t, m, c, k, e, f, aware, switches, exempt, own, volatile, ignore: (
+        DetectionConfig(
+            profile=profile,
+            threshold=t,
+            mutating_failure_threshold=m,
+            call_in_turn_threshold=c,
+            cycle_threshold=k,
+            error_threshold=e,
+            call_floor_threshold=f,
+            result_aware_batches=aware,
+            rules=switches,
+            exempt_tools=exempt,
+            tool_thresholds=own,
+            volatile_results=volatile,
+            result_ignore=ignore,
+        )
     ),
     st.sampled_from(("seed", "extended", "extended")),
     st.integers(1, 4),
     st.integers(1, 3),
     st.integers(2, 3),
     st.integers(1, 3),
+    st.integers(2, 4),
+    st.integers(2, 6),
     st.sampled_from((None, None, True, False)),
     st.dictionaries(st.sampled_from(ALL_RULES), st.booleans(), max_size=2),
     tool_subset,

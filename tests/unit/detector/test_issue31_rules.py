@@ -59,7 +59,7 @@ def test_results_differing_in_volatile_fields_are_the_same_result() -> None:
                     f"{i}1b2c3d4-aaaa-bbbb-cccc-0123456789ab"},
         )  # fmt: skip
     got = outcomes(s)
-    assert ("repeated_result", ("get_status",), 3) in got
+    assert got[-1] == ("repeated_result", ("get_status",), 4)
     # the seed (and the §3 fingerprint) sees progress: only two of the keys are its own
     assert not any(o[0] == "repeated_result" for o in warned(outcomes(s, SEED)))
 
@@ -78,11 +78,12 @@ def test_a_real_change_in_a_result_is_still_progress() -> None:
 def test_errors_differing_in_a_counter_time_or_path_are_one_error() -> None:
     s = SessionBuilder()
     s.user()
-    for i in range(3):
+    for i in range(4):
         error = f"timeout after {i + 3}000 ms at 10:00:0{i} (attempt {i}), in /tmp/r{i}/l"
         step(s, "fetch", {"url": "https://x"}, None, error)
     got = outcomes(s)
-    assert got[-1] == ("repeated_result", ("fetch",), 3)
+    assert got[-1] == ("repeated_result", ("fetch",), 4)  # rule 2 comes before rule 7
+    assert warned(got) == [("repeated_batch", ("fetch",), 4), ("repeated_result", ("fetch",), 4)]
     assert not any(o[0] == "repeated_result" for o in warned(outcomes(s, SEED)))
 
 
@@ -92,14 +93,14 @@ def test_errors_differing_in_a_counter_time_or_path_are_one_error() -> None:
 def test_a_policy_ignores_a_tools_own_keys_and_patterns() -> None:
     s = SessionBuilder()
     s.user()
-    for i in range(3):
+    for i in range(4):
         step(s, "queue_depth", {"q": "jobs"}, {"depth": 5, "sampled": i, "note": f"epoch e{i}x"})
     plain = outcomes(s)
     assert warned(plain) == [] or all(o[0] != "repeated_result" for o in warned(plain))
     policy = DetectionConfig(
         profile="extended", result_ignore={"queue_depth": ("sampled", "re:epoch e[0-9]+x")}
     )
-    assert outcomes(s, policy)[-1] == ("repeated_result", ("queue_depth",), 3)
+    assert outcomes(s, policy)[-1] == ("repeated_result", ("queue_depth",), 4)
     # another tool's keys are not touched
     other = DetectionConfig(profile="extended", result_ignore={"ls": ("sampled",)})
     assert all(o is None or o[0] != "repeated_result" for o in outcomes(s, other))
@@ -108,10 +109,155 @@ def test_a_policy_ignores_a_tools_own_keys_and_patterns() -> None:
 def test_volatile_results_can_be_switched_off() -> None:
     s = SessionBuilder()
     s.user()
-    for i in range(3):
+    for i in range(4):
         step(s, "get_status", {"job": 7}, {"state": "pending", "elapsed": i})
-    assert outcomes(s)[-1] == ("repeated_result", ("get_status",), 3)
+    assert outcomes(s)[-1] == ("repeated_result", ("get_status",), 4)
     off = DetectionConfig(profile="extended", volatile_results=False)
     assert all(o is None or o[0] != "repeated_result" for o in outcomes(s, off))
     on_seed = DetectionConfig(volatile_results=True)
-    assert outcomes(s, on_seed)[-1] == ("repeated_result", ("get_status",), 3)
+    assert outcomes(s, on_seed)[-1] == ("repeated_result", ("get_status",), 4)
+
+
+# --- 1: the same tool failing with the same error while the arguments change ---------
+
+
+def test_the_same_error_with_changing_arguments() -> None:
+    s = SessionBuilder()
+    s.user()
+    for path in ("/etc/a.conf", "/etc/b.conf", "/var/c.conf", "/var/d"):
+        step(s, "write_file", {"path": path, "text": "x"}, None, f"permission denied: {path}")
+    got = outcomes(s)
+    assert got[-1] == ("repeated_error", ("write_file",), 4)
+    assert got[:-1] == [None] * (len(got) - 1)
+    assert warned(outcomes(s, SEED)) == []  # every call differs: rule 1 never counts twice
+    missing = SessionBuilder()
+    for n in range(4):
+        step(missing, "grep_code", {"q": f"x{n}"}, None, "Tool 'grep_code' does not exist.")
+    assert outcomes(missing)[-1] == ("repeated_error", ("grep_code",), 4)
+
+
+def test_another_error_or_a_success_ends_the_error_run() -> None:
+    s = SessionBuilder()
+    step(s, "write_file", {"path": "/a"}, None, "permission denied: /a")
+    step(s, "write_file", {"path": "/b"}, None, "permission denied: /b")
+    step(s, "write_file", {"path": "/c"}, None, "disk full")
+    step(s, "write_file", {"path": "/d"}, None, "permission denied: /d")
+    step(s, "write_file", {"path": "/tmp/e"}, "ok")
+    step(s, "write_file", {"path": "/f"}, None, "permission denied: /f")
+    step(s, "write_file", {"path": "/g"}, None, "permission denied: /g")
+    step(s, "write_file", {"path": "/h"}, None, "permission denied: /h")
+    assert warned(outcomes(s)) == []
+
+
+# --- 8, 9, 11: retries that succeed, switching after errors, thresholds -------------
+
+
+def test_a_retry_that_succeeds_is_not_warned() -> None:
+    s = SessionBuilder()
+    s.user()
+    step(s, "bash", {"cmd": "curl x"}, None, "connection refused")
+    step(s, "bash", {"cmd": "curl x"}, None, "connection refused")
+    step(s, "bash", {"cmd": "curl x"}, "200 OK")
+    assert warned(outcomes(s)) == []
+    # the seed warns: rule 1 at the second failure, rule 4 at the third call
+    assert outcomes(s, SEED)[4] == ("repeated_failed_mutation", ("bash",), 2)
+    assert outcomes(s, SEED)[5] is not None  # and again at the third call, before its result
+
+
+def test_switching_tools_after_three_errors_is_not_warned() -> None:
+    s = SessionBuilder()
+    s.user()
+    for _ in range(3):
+        step(s, "run_tests", {"suite": "all"}, None, "ImportError: no module named foo")
+    step(s, "read_file", {"path": "setup.py"}, "...")
+    step(s, "edit_file", {"path": "setup.py", "old": "a", "new": "b"}, "edited")
+    assert warned(outcomes(s)) == []
+    assert outcomes(s, SEED)[5] == ("repeated_batch", ("run_tests",), 3)
+    # and with new arguments each time: the error-class rule waits for a fourth failure
+    t = SessionBuilder()
+    t.user()
+    for n in range(3):
+        step(t, "run_tests", {"suite": f"s{n}"}, None, "ImportError: no module named foo")
+    step(t, "read_file", {"path": "setup.py"}, "...")
+    assert warned(outcomes(t)) == []
+
+
+def test_extended_waits_for_four_identical_results() -> None:
+    s = SessionBuilder()
+    s.user()
+    for _ in range(4):
+        step(s, "search", {"q": "x"}, "nothing found")
+    got = outcomes(s)
+    assert [o for o in got[:6] if o is not None] == []  # three calls, three results: quiet
+    assert got[7] == ("repeated_batch", ("search",), 4)  # the fourth call, as it is issued
+    assert got[8] == ("repeated_result", ("search",), 4)
+    assert EXTENDED.threshold == 4 and EXTENDED.mutating_failure_threshold == 3
+    assert DetectionConfig(profile="extended", threshold=3).threshold == 3
+
+
+# --- 10: the same call once per user turn --------------------------------------------
+
+
+def test_the_same_check_once_per_user_turn_is_new_intent() -> None:
+    s = SessionBuilder()
+    for _ in range(6):
+        s.user("is the build green yet?")
+        step(s, "get_build", {"id": 9}, "running")
+    assert warned(outcomes(s)) == []
+    assert "repeated_batch" in {o[0] for o in warned(outcomes(s, SEED))}
+    # a system message is not new intent
+    t = SessionBuilder()
+    t.user()
+    for _ in range(4):
+        t.system("reminder")
+        step(t, "get_build", {"id": 9}, "running")
+    assert ("repeated_batch", ("get_build",), 4) in outcomes(t)
+
+
+# --- 5: repeats that are not consecutive ---------------------------------------------
+
+
+def test_the_same_call_and_result_again_with_other_calls_between() -> None:
+    s = SessionBuilder()
+    s.user()
+    for n in range(4):
+        step(s, "ls", {"dir": "src"}, "a.py b.py")
+        step(s, "read_file", {"path": f"src/{n}.py"}, f"content {n}")
+    got = outcomes(s)
+    assert got[-3] == ("recurring_result", ("ls",), 4)
+    assert got[:-3] == [None] * (len(got) - 3)
+    assert warned(outcomes(s, SEED)) == []
+
+
+def test_an_a_b_alternation_is_caught_at_its_third_pair() -> None:
+    s = SessionBuilder()
+    s.user()
+    for _ in range(3):
+        step(s, "ls", {"dir": "."}, "a b")
+        step(s, "cat", {"path": "a"}, "hello")
+    assert outcomes(s)[-1] == ("repeated_cycle", ("cat", "ls"), 3)
+
+
+# --- 4, 6: a calls-only floor ---------------------------------------------------------
+
+
+def test_polling_a_clock_is_caught_by_the_calls_only_floor() -> None:
+    s = SessionBuilder()
+    s.user()
+    for n in range(5):
+        step(s, "now", {}, f"tick {n * 7}")
+    got = outcomes(s)
+    assert got[9] == ("repeated_call", ("now",), 5)  # the fifth call, as it is issued
+    assert got[:9] == [None] * 9
+    assert warned(outcomes(s, SEED))[0] == ("repeated_batch", ("now",), 3)
+
+
+def test_a_framework_refusal_alternating_with_a_reminder() -> None:
+    s = SessionBuilder()
+    s.user()
+    refusal = "You already called this tool with these arguments."
+    for n in range(5):
+        text = refusal if n % 2 == 0 else refusal + f"\n<reminder>step {n} of the plan</reminder>"
+        step(s, "open_page", {"url": "https://x"}, text)
+    got = outcomes(s)
+    assert ("repeated_call", ("open_page",), 5) in got
