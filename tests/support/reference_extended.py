@@ -22,7 +22,13 @@ from loopwatch.models import (
     ToolResult,
     result_fingerprint,
 )
-from loopwatch.models.volatile import ERROR_DETAIL, VOLATILE_KEYS, VOLATILE_TEXT
+from loopwatch.models.volatile import (
+    ERROR_DETAIL,
+    MASKED_EDGE,
+    UUID,
+    VOLATILE_KEYS,
+    VOLATILE_TEXT,
+)
 from tests.support import reference
 from tests.support.reference import ExpectedWarning, is_boundary, is_text_step, is_tool_step
 
@@ -259,7 +265,7 @@ def same_error(history: Sequence[AgentEvent], config: DetectionConfig) -> Candid
     def kind(event: ToolResult) -> tuple[str, str] | None:
         if event.error is None:
             return None
-        masked = ERROR_DETAIL.sub("<x>", VOLATILE_TEXT.sub("<v>", event.error))
+        masked = error_kind(event.error)
         return event.tool_name, masked
 
     newest = kind(results[-1])
@@ -365,8 +371,24 @@ def _mode(config: DetectionConfig) -> str:
     return "loose " + repr(sorted((t, sorted(e)) for t, e in config.result_ignore.items()))
 
 
+def _edges(text: str, mask: Any) -> str:
+    """§9.9: a string over 2 * MASKED_EDGE characters is masked at its two ends only."""
+    if len(text) <= 2 * MASKED_EDGE:
+        return str(mask(text))
+    head, middle, tail = text[:MASKED_EDGE], text[MASKED_EDGE:-MASKED_EDGE], text[-MASKED_EDGE:]
+    return str(mask(head)) + middle + str(mask(tail))
+
+
+def _volatile(text: str) -> str:
+    return VOLATILE_TEXT.sub("<v>", UUID.sub("<v>", text))
+
+
+def error_kind(error: str) -> str:
+    return _edges(error, lambda part: ERROR_DETAIL.sub("<x>", _volatile(part)))
+
+
 def _mask(text: str, tool_patterns: list[str]) -> str:
-    text = VOLATILE_TEXT.sub("<v>", text)
+    text = _edges(text, _volatile)
     if tool_patterns:  # READING: the tool's patterns as one alternation, left to right
         text = re.sub("|".join(f"(?:{p})" for p in tool_patterns), "<v>", text)
     return text
@@ -395,7 +417,7 @@ def loose_result_fingerprint(config: DetectionConfig, event: ToolResult) -> str:
     patterns = [e[3:] for e in entries if e.startswith("re:")]
     error = event.error
     if error is not None:
-        error = ERROR_DETAIL.sub("<x>", VOLATILE_TEXT.sub("<v>", error))
+        error = error_kind(error)
     return result_fingerprint(event.tool_name, _cleaned(event.result, keys, patterns), error)
 
 
