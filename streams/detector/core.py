@@ -119,7 +119,9 @@ def observe_episodes(
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
     ended = event.type == "session_end"
-    if warning is None and (not new.episodes or (not completed and not ended)):
+    if warning is None and (
+        not new.episodes or (not completed and not ended and event.type != "assistant_message")
+    ):
         # `track` would change nothing (most events): no closure, no call
         return Observation(None if ended else new, verdict)
 

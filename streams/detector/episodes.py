@@ -53,6 +53,9 @@ class OpenEpisode:
     last_at: datetime
     peak_count: int
     warnings: int
+    calls: int = 0
+    """Assistant messages (model calls) processed after its first warned event: each saw
+    a warning of it."""
 
     def close(
         self, session_id: str, outcome: EpisodeOutcome, seq: int, at: datetime, agent_id: str | None
@@ -72,6 +75,7 @@ class OpenEpisode:
                 "warnings": self.warnings,
                 "outcome": outcome,
                 "duration_seconds": max(0.0, (at - self.started_at).total_seconds()),
+                "warned_calls": self.calls,
             }
         )
         return episode
@@ -92,11 +96,12 @@ class OpenEpisode:
             self.last_at.isoformat(),
             self.peak_count,
             self.warnings,
+            self.calls,
         ]
 
     @classmethod
     def from_snapshot(cls, item: list[Any]) -> OpenEpisode:
-        rule, subject, tools, agent, first, started, last, last_at, peak, warnings = item
+        rule, subject, tools, agent, first, started, last, last_at, peak, warnings = item[:10]
         return cls(
             rule=rule,
             subject=str(subject),
@@ -108,6 +113,7 @@ class OpenEpisode:
             last_at=datetime.fromisoformat(last_at),
             peak_count=int(peak),
             warnings=int(warnings),
+            calls=int(item[10]) if len(item) > 10 else 0,  # before warned calls: none seen
         )
 
 
@@ -145,6 +151,13 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     return pending, False
 
 
+def _called(e: OpenEpisode) -> OpenEpisode:
+    return OpenEpisode(
+        e.rule, e.subject, e.tool_names, e.agent_id, e.first_seq, e.started_at,
+        e.last_seq, e.last_at, e.peak_count, e.warnings, e.calls + 1,
+    )  # fmt: skip
+
+
 @dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class EpisodeChanges:
     """What one event did to a session's episodes."""
@@ -171,6 +184,8 @@ def track(
     1. The event's warning (rule R, subject S): the open episode of R with subject S
        counts it; an open episode of R with another subject is closed `broken` and a new
        one opened; with none open for R, one is opened.
+    0. An assistant message is a model call that saw the open episodes' warnings: each
+       counts it (`calls`).
     2. If the event completed a tool step: every open episode whose rule does not fire
        for its subject now (`subject_of(rule)` is None or another subject) is closed
        `broken`.
@@ -179,10 +194,14 @@ def track(
     None when nothing changed (most events: no warning, and no open episode or nothing
     that could end one).
     """
+    model_call = event.type == "assistant_message"
     if warning is None and (
-        not open_episodes or (not completed_step and not isinstance(event, SessionEnd))
+        not open_episodes
+        or (not completed_step and not model_call and not isinstance(event, SessionEnd))
     ):
         return None
+    if model_call and open_episodes:  # a model call that saw their warnings
+        open_episodes = tuple([_called(episode) for episode in open_episodes])
     by_rule = {episode.rule: episode for episode in open_episodes}
     closed: list[LoopEpisode] = []
     opened: list[OpenEpisode] = []
@@ -205,6 +224,7 @@ def track(
                 ts,
                 max(current.peak_count, warning.count),
                 current.warnings + 1,
+                current.calls,
             )
         else:
             if current is not None:
