@@ -87,6 +87,14 @@ class DetectionConfig(BaseModel):
     volatile_results: bool | None = None
     """Results and errors are compared without their volatile fields (contract §9.9);
     None: the profile's choice (on in `extended`)."""
+    escalation: bool | None = None
+    """Warnings carry a `level` (contract §9.13); None: the profile's choice (on in
+    `extended`)."""
+    escalate_after: int = 2
+    """Model calls that see a loop's warning without a change before its level rises."""
+    warn_once: bool = False
+    """A loop's warning is shown at its first verdict and when its level rises, not at
+    every verdict while it goes on (§9.13)."""
     result_ignore: dict[str, tuple[str, ...]] = {}
     """Per tool, more result keys to ignore, and `re:<pattern>` texts to mask (§9.9)."""
 
@@ -117,6 +125,11 @@ class DetectionConfig(BaseModel):
         return self.result_aware_batches
 
     @cached_property
+    def escalates(self) -> bool:
+        """Warnings carry a level (§9.13)."""
+        return self.profile == "extended" if self.escalation is None else self.escalation
+
+    @cached_property
     def result_cleaner(self) -> ResultCleaner | None:
         """The loose result fingerprint's cleaner (§9.9); None: results compare by §3."""
         on = self.profile == "extended" if self.volatile_results is None else self.volatile_results
@@ -144,6 +157,8 @@ class DetectionConfig(BaseModel):
             and not self.batches_compare_results
             and not self.has_tool_policy
             and not self.result_mode
+            and not self.escalates
+            and not self.warn_once
         )
 
     @cached_property
@@ -183,6 +198,12 @@ def _check(data: Mapping[str, Any]) -> None:
         raise ConfigError(f"result_aware_batches must be true, false or null, got {aware!r}")
     _check_rules(data.get("rules", {}))
     _check_tools(data.get("exempt_tools", ()), data.get("tool_thresholds", {}))
+    for key in ("escalation", "warn_once"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if "escalate_after" in data and not _is_count(data["escalate_after"]):
+        raise ConfigError(f"escalate_after must be an integer >= 1, got {data['escalate_after']!r}")
     volatile = data.get("volatile_results")
     if volatile is not None and not isinstance(volatile, bool):
         raise ConfigError(f"volatile_results must be true, false or null, got {volatile!r}")

@@ -53,6 +53,10 @@ class LoopWarning(BaseModel):
     """The threshold in force for this rule."""
     message: str
     """Text for the next model prompt; never quotes arguments, results or errors."""
+    level: int | None = Field(None, ge=1, le=3, exclude_if=lambda level: level is None)
+    """Escalation (contract §9.13, with `escalation` on): 1 warn, 2 insist, 3 stop
+    advised, by how many model calls saw this loop's warning without a change. Absent
+    (not null) without escalation, so seed verdicts keep §5's bytes."""
 
 
 class PolicyRef(BaseModel):

@@ -106,6 +106,15 @@ def observe_episodes(
     new = advance(state, event, rules, config.result_cleaner, mode)
     match = first_match(new, config)
     warning = None if match is None else warning_of(match, texts)
+    shown, level = warning, 1
+    if match is not None and (config.escalates or config.warn_once):
+        level, rises = _escalation(new, match, event, config)
+        if config.escalates:
+            shown = warning_of(match, texts, level)
+        elif rises and level > 1:  # no levels shown: only a loop's first warning rises
+            rises = False
+        if config.warn_once and not rises:
+            shown = None
     verdict: LoopVerdict = _validate_verdict(
         {
             "session_id": event.session_id,
@@ -113,7 +122,7 @@ def observe_episodes(
             "agent_id": event.agent_id,
             "event_ts": event.ts,
             "evaluated_at": evaluated_at or event.ts,
-            "warning": warning,
+            "warning": shown,
             "policy": policy,
         }
     )
@@ -137,12 +146,28 @@ def observe_episodes(
         completed_step=completed,
         subject_of=subject_of,
         rule_order=new.rules.names,
+        level=level,
     )
     if changes is None:
         return Observation(None if ended else new, verdict)
     new.episodes = changes.open
     new.loops += len(changes.opened)
     return Observation(None if ended else new, verdict, changes.opened, changes.closed)
+
+
+def _escalation(
+    state: SessionState, match: Match, event: AgentEvent, config: DetectionConfig
+) -> tuple[int, bool]:
+    """The escalation level of this match's warning (contract §9.13) and whether it is
+    the loop's first warning or a higher level than its warnings had: 1 + one level per
+    `escalate_after` model calls that saw the loop's warning, at most 3."""
+    name, subject = match.rule.name, _subject_digest(match.hit.subject)
+    for episode in state.episodes:
+        if episode.rule == name and episode.subject == subject:
+            calls = episode.calls + (event.type == "assistant_message")
+            level = 1 + min(2, calls // config.escalate_after)
+            return level, level > episode.level
+    return 1, True
 
 
 def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:

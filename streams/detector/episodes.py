@@ -56,6 +56,8 @@ class OpenEpisode:
     calls: int = 0
     """Assistant messages (model calls) processed after its first warned event: each saw
     a warning of it."""
+    level: int = 1
+    """The highest escalation level its warnings reached (contract §9.13)."""
 
     def close(
         self, session_id: str, outcome: EpisodeOutcome, seq: int, at: datetime, agent_id: str | None
@@ -97,6 +99,7 @@ class OpenEpisode:
             self.peak_count,
             self.warnings,
             self.calls,
+            self.level,
         ]
 
     @classmethod
@@ -114,6 +117,7 @@ class OpenEpisode:
             peak_count=int(peak),
             warnings=int(warnings),
             calls=int(item[10]) if len(item) > 10 else 0,  # before warned calls: none seen
+            level=int(item[11]) if len(item) > 11 else 1,
         )
 
 
@@ -154,7 +158,7 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
 def _called(e: OpenEpisode) -> OpenEpisode:
     return OpenEpisode(
         e.rule, e.subject, e.tool_names, e.agent_id, e.first_seq, e.started_at,
-        e.last_seq, e.last_at, e.peak_count, e.warnings, e.calls + 1,
+        e.last_seq, e.last_at, e.peak_count, e.warnings, e.calls + 1, e.level,
     )  # fmt: skip
 
 
@@ -178,6 +182,7 @@ def track(
     completed_step: bool,
     subject_of: Callable[[RuleName], str | None],
     rule_order: tuple[RuleName, ...],
+    level: int = 1,
 ) -> EpisodeChanges | None:
     """Apply one processed event to the open episodes (contract §8).
 
@@ -225,6 +230,7 @@ def track(
                 max(current.peak_count, warning.count),
                 current.warnings + 1,
                 current.calls,
+                max(current.level, level),
             )
         else:
             if current is not None:
@@ -234,6 +240,7 @@ def track(
             fresh = OpenEpisode(
                 warning.rule, subject, warning.tool_names, agent, seq, ts, seq, ts, warning.count, 1
             )
+            fresh.level = level
             by_rule[warning.rule] = fresh
             opened.append(fresh)
 

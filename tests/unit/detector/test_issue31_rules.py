@@ -6,8 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from loopwatch.models import DetectionConfig
-from loopwatch.streams.detector import SessionState, observe
+from loopwatch.streams.client.escalation import (
+    LoopStopAdvised,
+    escalation_action,
+    stop_if_advised,
+)
+from loopwatch.streams.detector import SessionState, observe, observe_episodes
 from tests.support import reference_extended
 from tests.support.builders import SessionBuilder
 
@@ -261,3 +268,89 @@ def test_a_framework_refusal_alternating_with_a_reminder() -> None:
         step(s, "open_page", {"url": "https://x"}, text)
     got = outcomes(s)
     assert ("repeated_call", ("open_page",), 5) in got
+
+
+# --- 12, 13: escalation levels and warning once per streak ---------------------------
+
+
+def _warnings(s: SessionBuilder, config: DetectionConfig) -> list[Any]:
+    state: SessionState | None = None
+    out = []
+    for event in s.events:
+        state, verdict = observe(state, event, config)
+        assert verdict is not None
+        out.append(verdict.warning)
+    return out
+
+
+def _looping(repeats: int) -> SessionBuilder:
+    s = SessionBuilder()
+    s.user()
+    for _ in range(repeats):
+        s.call("read_file", {"path": "a"})
+        s.result(result="same")
+    return s
+
+
+def test_a_warning_escalates_with_the_model_calls_that_saw_it() -> None:
+    got = _warnings(_looping(8), EXTENDED)
+    levels = [(e.seq, w.level) for e, w in zip(_looping(8).events, got, strict=True) if w]
+    # rule 4' warns at the 4th call (seq 7): level 1; each assistant message after it saw
+    # the warning; two of them without a change insist, four advise stopping
+    assert levels[0] == (7, 1)
+    assert dict(levels)[11] == 2 and dict(levels)[15] == 3
+    assert [lv for _, lv in levels] == sorted(lv for _, lv in levels)  # never goes down
+    stop = next(w for w in got if w is not None and w.level == 3)
+    assert stop.message.endswith("The run may be stopped.")
+    # the seed has no levels: its bytes stay §5's
+    assert all(w is None or w.level is None for w in _warnings(_looping(8), SEED))
+    assert b'"level"' not in b"".join(
+        v.to_json() for v in _verdicts(_looping(8), SEED) if v.warning is not None
+    )
+
+
+def _verdicts(s: SessionBuilder, config: DetectionConfig) -> list[Any]:
+    state: SessionState | None = None
+    out = []
+    for event in s.events:
+        state, verdict = observe(state, event, config)
+        out.append(verdict)
+    return out
+
+
+def test_warn_once_shows_a_loop_at_its_start_and_when_its_level_rises() -> None:
+    once = DetectionConfig(profile="extended", warn_once=True)
+    got = [w for w in _warnings(_looping(8), once) if w is not None]
+    # rule 4' at the 4th call, rule 2 at its result (its own loop), then rule 2 again
+    # only when its level rises (the verdicts between carry no warning)
+    assert [(w.rule, w.level) for w in got] == [
+        ("repeated_batch", 1),
+        ("repeated_result", 1),
+        ("repeated_result", 2),
+        ("repeated_result", 3),
+    ]
+    quiet = DetectionConfig(profile="extended", warn_once=True, escalation=False)
+    assert len([w for w in _warnings(_looping(8), quiet) if w is not None]) == 2
+    # episodes still count every match (the loop goes on, shown or not)
+    state = None
+    closed = []
+    for event in _looping(8).events:
+        observation = observe_episodes(state, event, quiet)
+        state = observation.state
+        closed.extend(observation.closed)
+    assert state is not None and {e.rule for e in state.episodes} == {
+        "repeated_batch",
+        "repeated_result",
+    }
+
+
+def test_the_client_helper_stops_only_at_level_three() -> None:
+    warnings = [w for w in _warnings(_looping(8), EXTENDED) if w is not None]
+    assert {escalation_action(w) for w in warnings} == {"warn", "insist", "stop"}
+    assert stop_if_advised([w for w in warnings if w.level != 3]) is None
+    with pytest.raises(LoopStopAdvised, match="stop advised: repeated_"):
+        stop_if_advised(warnings)
+    seen: list[Any] = []
+    assert stop_if_advised(warnings, on_stop=seen.append) is seen[0]
+    seed_warnings = [w for w in _warnings(_looping(8), SEED) if w is not None]
+    assert {escalation_action(w) for w in seed_warnings} == {"warn"}
