@@ -112,3 +112,33 @@ def test_an_episode_record_from_before_warned_calls_still_reads() -> None:
         "outcome": "broken", "duration_seconds": 1.0,
     }  # fmt: skip
     assert LoopEpisode.model_validate(record).warned_calls is None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    acts=st.lists(
+        st.tuples(st.one_of(dense_action, st.just(("end", None))), st.just("next")), max_size=60
+    ),
+    after=st.integers(1, 3),
+)
+def test_levels_follow_the_warned_calls_of_the_rescan(acts: list, after: int) -> None:
+    # contract §9.13 on the seed's rules: the level is 1 + warned calls // escalate_after
+    # (at most 3) of the warned rule's episode, this event's model call included.
+    config = DetectionConfig(escalation=True, escalate_after=after)
+    replay = reference.EpisodeReplay(DetectionConfig())
+    raws = build_session(acts)
+    state: SessionState | None = None
+    for index, raw in enumerate(raws):
+        event = decode(raw)
+        closed = replay.feed(event)
+        observation = observe_episodes(state, event, config)
+        state = observation.state
+        warning = None if observation.verdict is None else observation.verdict.warning
+        if warning is None:
+            continue
+        # the warned rule's episode after this event (closed by it at a session_end)
+        episodes = [e for e in closed if e.rule == warning.rule and e.last_seq == event.seq]
+        episode = replay.open.get(warning.rule) or episodes[-1]
+        calls = 0 if episode.first_seq == event.seq else episode.warned_calls
+        expected = 1 + min(2, calls // after)
+        assert warning.level == expected, counterexample(raws[: index + 1], config)
