@@ -98,12 +98,12 @@ class OpenEpisode:
             self.last_at.isoformat(),
             self.peak_count,
             self.warnings,
-            self.calls,
-            self.level,
         ]
 
     @classmethod
-    def from_snapshot(cls, item: list[Any]) -> OpenEpisode:
+    def from_snapshot(cls, item: list[Any], extra: list[Any] | None = None) -> OpenEpisode:
+        """`to_snapshot`'s list; `extra`: its [calls, level] (the state's `episode_calls`,
+        absent when every open episode has none, and in snapshots from before them)."""
         rule, subject, tools, agent, first, started, last, last_at, peak, warnings = item[:10]
         return cls(
             rule=rule,
@@ -116,8 +116,8 @@ class OpenEpisode:
             last_at=datetime.fromisoformat(last_at),
             peak_count=int(peak),
             warnings=int(warnings),
-            calls=int(item[10]) if len(item) > 10 else 0,  # before warned calls: none seen
-            level=int(item[11]) if len(item) > 11 else 1,
+            calls=0 if extra is None else int(extra[0]),
+            level=1 if extra is None else int(extra[1]),
         )
 
 

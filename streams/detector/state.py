@@ -28,6 +28,16 @@ The stream app writes the snapshot back after every event, so this cap is most o
 size: ~4.5 KB at the cap instead of ~18 KB at 256."""
 
 
+def _episodes(snapshot: dict[str, Any]) -> tuple[OpenEpisode, ...]:
+    items = snapshot.get("episodes", ())
+    extras = snapshot.get("episode_calls")
+    if extras is None:
+        return tuple(OpenEpisode.from_snapshot(item) for item in items)
+    return tuple(
+        OpenEpisode.from_snapshot(item, extra) for item, extra in zip(items, extras, strict=True)
+    )
+
+
 @dataclass(slots=True)
 class SessionState:
     """Rolling state of one session. Treat as immutable: `observe` returns a new one."""
@@ -123,6 +133,10 @@ class SessionState:
             snapshot[tracker.key] = tracker.to_snapshot(part, copy=copy)
         snapshot["step"] = list(self.step_pending)
         snapshot["episodes"] = [episode.to_snapshot() for episode in self.episodes]
+        if any(episode.calls or episode.level > 1 for episode in self.episodes):
+            # beside the episodes, not in their items: a reader from before issue 31
+            # ignores the key (and a snapshot without it has none)
+            snapshot["episode_calls"] = [[e.calls, e.level] for e in self.episodes]
         snapshot["loops"] = self.loops
         if self.mode:  # absent when results compare by §3 (the seed's snapshot unchanged)
             snapshot["mode"] = self.mode
@@ -157,7 +171,7 @@ class SessionState:
             parts=parts,
             rules=rules,
             step_pending=tuple(int(item) for item in snapshot.get("step", ())),
-            episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
+            episodes=_episodes(snapshot),
             loops=int(snapshot.get("loops", 0)),
             mode=str(snapshot.get("mode", "")),
         )

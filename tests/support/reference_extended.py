@@ -436,6 +436,7 @@ def state_of(rule: str, config: DetectionConfig) -> str:
         "repeated_read_range": "chain",
         "repeated_error": "errors",
         "recurring_result": "window" + mode,
+        "repeated_call": "call_run",
     }.get(rule, "steps" + mode)
 
 

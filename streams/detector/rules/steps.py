@@ -81,11 +81,6 @@ class Steps:
     tails: tuple[int, int, int, int] = (0, 0, 0, 0)
     """Periodic tail length p_L of S for L = 2, 3, 4, 5."""
 
-    # repeated_call (§9.12)
-    calls_run: int = 0
-    """The newest tool step and the ones before it in a row with its batch, whatever
-    their outcomes, since the latest user message (0 after a text step or a user message)."""
-
     def outcome(self) -> str:
         if self.ids is None:
             return UNKNOWN
@@ -113,7 +108,6 @@ def _copy(s: Steps) -> Steps:
         s.turn_tools,
         s.units,
         s.tails,
-        s.calls_run,
     )
 
 
@@ -140,8 +134,8 @@ def on_boundary(steps: Steps) -> Steps:
 
 def on_user_message(steps: Steps) -> Steps:
     """A user message is new intent (issue 31): rule 4's result-aware run and the
-    calls-only run start again at the next tool step (§9.3, §9.12)."""
-    if not steps.batch and not steps.calls_run:
+    run starts again at the next tool step (§9.3)."""
+    if not steps.batch:
         return steps
     new = _copy(steps)
     new.batch = ""
@@ -149,7 +143,6 @@ def on_user_message(steps: Steps) -> Steps:
     new.last_outcome = None
     new.same_outcomes = 0
     new.aware_run = 0
-    new.calls_run = 0
     return new
 
 
@@ -219,7 +212,6 @@ def on_tool_step(
         turn_tools,
         () if abandoned else steps.units,
         _NO_TAILS if abandoned else steps.tails,
-        steps.calls_run + 1 if continues else 1,
     )
 
 

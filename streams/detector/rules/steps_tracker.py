@@ -83,7 +83,6 @@ def to_snapshot(steps: Steps) -> list[Any]:
         list(steps.turn_tools),
         [[unit.digest, list(unit.tools)] for unit in steps.units],
         list(steps.tails),
-        steps.calls_run,
     ]
 
 
@@ -92,8 +91,7 @@ def from_snapshot(data: list[Any] | None) -> Steps:
     if data is None:
         return EMPTY
     (ids, open_ids, batch, tools, results, total, joinable, continues, last, same, aware,
-     turn_count, turn_tools, units, tails) = data[:15]  # fmt: skip
-    calls_run = int(data[15]) if len(data) > 15 else 0  # written before issue 31: none
+     turn_count, turn_tools, units, tails) = data  # fmt: skip
     return Steps(
         ids=None if ids is None else frozenset(ids),
         open_ids=frozenset(open_ids),
@@ -110,5 +108,4 @@ def from_snapshot(data: list[Any] | None) -> Steps:
         turn_tools=tuple(turn_tools),
         units=tuple(Unit(str(d), tuple(t)) for d, t in units),
         tails=(int(tails[0]), int(tails[1]), int(tails[2]), int(tails[3])),
-        calls_run=calls_run,
     )

@@ -4,6 +4,7 @@ also checked against the re-scan reference (tests/support/reference_extended.py)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -354,3 +355,22 @@ def test_the_client_helper_stops_only_at_level_three() -> None:
     assert stop_if_advised(warnings, on_stop=seen.append) is seen[0]
     seed_warnings = [w for w in _warnings(_looping(8), SEED) if w is not None]
     assert {escalation_action(w) for w in seed_warnings} == {"warn"}
+
+
+def test_levels_and_warn_once_survive_snapshot_round_trips() -> None:
+    once = DetectionConfig(profile="extended", warn_once=True)
+    state: SessionState | None = None
+    got = []
+    for event in _looping(8).events:
+        state, verdict = observe(state, event, once)
+        assert verdict is not None
+        got.append(verdict.warning)
+        if state is not None:
+            snapshot = json.loads(json.dumps(state.to_snapshot()))
+            state = SessionState.from_snapshot(snapshot)
+    assert got == _warnings(_looping(8), once)
+    # a seed session's snapshot keeps the pre-issue-31 keys until a model call saw a warning
+    seed_state: SessionState | None = None
+    for event in _looping(3).events:
+        seed_state, _ = observe(seed_state, event, SEED)
+    assert seed_state is not None and "episode_calls" not in seed_state.to_snapshot()
