@@ -50,7 +50,6 @@ MAX_FETCH_WAIT_MS = 100
 # default); faust requires the session timeout to stay below its 90 s request timeout.
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
-"""The threshold defaults are DetectionConfig's (models), stated once there."""
 
 
 class Settings(BaseModel):
