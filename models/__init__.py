@@ -4,7 +4,13 @@ No I/O and nothing of faust or aiokafka: agent runtimes may import this package 
 """
 
 from loopwatch.models.config import PROFILE_RULES, ConfigError, DetectionConfig, Profile
-from loopwatch.models.episodes import EPISODE_ADAPTER, EPISODE_OUTCOMES, EpisodeOutcome, LoopEpisode
+from loopwatch.models.episodes import (
+    EPISODE_ADAPTER,
+    EPISODE_OUTCOMES,
+    EpisodeOutcome,
+    LoopEpisode,
+    broken_at_first_warning,
+)
 from loopwatch.models.events import (
     EVENT_ADAPTER,
     AgentEvent,
@@ -65,6 +71,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UserMessage",
+    "broken_at_first_warning",
     "call_fingerprint",
     "decode_event",
     "parse_policy",

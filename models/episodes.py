@@ -50,11 +50,17 @@ class LoopEpisode(BaseModel):
     peak_count: int = Field(ge=1)
     """The highest repeat count any of the episode's warnings carried."""
     warnings: int = Field(ge=1)
-    """How many warnings the episode issued."""
+    """How many verdict warnings the episode had (a warning repeats at every verdict
+    while its condition holds, the next assistant message's included)."""
     outcome: EpisodeOutcome
     """Why it ended."""
     duration_seconds: float = Field(ge=0)
     """`ended_at - started_at` in seconds (event time)."""
+    warned_calls: int | None = Field(None, ge=0)
+    """Model calls that saw its warning: the assistant messages after its first warned
+    event, up to its end (contract §8.3). 1 for a broken episode: the agent changed
+    course at the first model call that saw the warning. None in records written before
+    it existed."""
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""
@@ -63,3 +69,14 @@ class LoopEpisode(BaseModel):
 
 
 EPISODE_ADAPTER: TypeAdapter[LoopEpisode] = TypeAdapter(LoopEpisode)
+
+
+def broken_at_first_warning(episode: LoopEpisode) -> bool:
+    """The agent changed course at the first model call that saw the warning (contract
+    §8.3): broken with at most one warned model call. A record from before
+    `warned_calls` falls back to a single verdict warning."""
+    if episode.outcome != "broken":
+        return False
+    if episode.warned_calls is None:
+        return episode.warnings == 1
+    return episode.warned_calls <= 1

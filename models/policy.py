@@ -36,7 +36,7 @@ class Policy:
     def to_record(self) -> dict[str, Any]:
         """The record's JSON object: `v`, `version` and the fields that differ from the
         defaults (a record is complete by itself: missing means default)."""
-        fields = self.config.model_dump(mode="json", exclude_defaults=True)
+        fields = self.config.model_dump(mode="json", exclude_unset=True)
         return {"v": 1, "version": self.version, **fields}
 
     def to_json(self) -> bytes:

@@ -15,6 +15,9 @@ RuleName = Literal[
     "repeated_batch",
     "repeated_call_in_turn",
     "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
 ]
 RULES: tuple[RuleName, ...] = (
     "repeated_failed_mutation",
@@ -24,7 +27,14 @@ RULES: tuple[RuleName, ...] = (
 )
 """The seed's rules in evaluation order (docs/contract.md §4): the first that matches gives
 the warning."""
-ALL_RULES: tuple[RuleName, ...] = (*RULES, "repeated_call_in_turn", "repeated_cycle")
+ALL_RULES: tuple[RuleName, ...] = (
+    *RULES,
+    "repeated_call_in_turn",
+    "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
+)
 """Every rule in evaluation order (docs/contract.md §9.1); a profile enables a subset."""
 
 
@@ -43,6 +53,10 @@ class LoopWarning(BaseModel):
     """The threshold in force for this rule."""
     message: str
     """Text for the next model prompt; never quotes arguments, results or errors."""
+    level: int | None = Field(None, ge=1, le=3, exclude_if=lambda level: level is None)
+    """Escalation (contract §9.13, with `escalation` on): 1 warn, 2 insist, 3 stop
+    advised, by how many model calls saw this loop's warning without a change. Absent
+    (not null) without escalation, so seed verdicts keep §5's bytes."""
 
 
 class PolicyRef(BaseModel):

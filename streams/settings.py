@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, ValidationError
 
 from loopwatch.models import ALL_RULES, DetectionConfig, Profile
+from loopwatch.models.config import THRESHOLD_KEYS
 from loopwatch.streams.env_values import (
     Parser,
     SettingsError,
@@ -49,8 +50,6 @@ MAX_FETCH_WAIT_MS = 100
 # default); faust requires the session timeout to stay below its 90 s request timeout.
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
-DEFAULT_DETECTION = DetectionConfig()
-"""The threshold defaults are DetectionConfig's (models), stated once there."""
 
 
 class Settings(BaseModel):
@@ -92,12 +91,13 @@ class Settings(BaseModel):
     """Detection profile of the built-in policy: `seed` (docs/contract.md §4) or `extended`."""
     episodes_retention_seconds: StrictInt = Field(30 * DAY_SECONDS, ge=-1)
     """Episodes are the unit of loop statistics over weeks; they are small and few."""
-    threshold: StrictInt = Field(DEFAULT_DETECTION.threshold, ge=1)
-    mutating_failure_threshold: StrictInt = Field(
-        DEFAULT_DETECTION.mutating_failure_threshold, ge=1
-    )
-    call_in_turn_threshold: StrictInt = Field(DEFAULT_DETECTION.call_in_turn_threshold, ge=1)
-    cycle_threshold: StrictInt = Field(DEFAULT_DETECTION.cycle_threshold, ge=1)
+    threshold: StrictInt | None = Field(None, ge=1)
+    mutating_failure_threshold: StrictInt | None = Field(None, ge=1)
+    """The thresholds: None, the profile's default (docs/contract.md §9.5)."""
+    call_in_turn_threshold: StrictInt | None = Field(None, ge=1)
+    cycle_threshold: StrictInt | None = Field(None, ge=1)
+    error_threshold: StrictInt | None = Field(None, ge=1)
+    call_floor_threshold: StrictInt | None = Field(None, ge=1)
     result_aware_batches: bool | None = None
     """None: the profile's choice."""
     rule_repeated_failed_mutation: bool | None = None
@@ -108,6 +108,9 @@ class Settings(BaseModel):
     rule_repeated_batch: bool | None = None
     rule_repeated_call_in_turn: bool | None = None
     rule_repeated_cycle: bool | None = None
+    rule_repeated_error: bool | None = None
+    rule_recurring_result: bool | None = None
+    rule_repeated_call: bool | None = None
     session_ttl_seconds: StrictInt = Field(DAY_SECONDS, ge=1)
     """An idle session's state is dropped after this long."""
     ended_retention_seconds: StrictInt = Field(0, ge=0)
@@ -182,12 +185,12 @@ class Settings(BaseModel):
         """The built-in policy (docs/contract.md §9.5): what judges an agent that no
         policy record covers."""
         switched = {rule: getattr(self, f"rule_{rule}") for rule in ALL_RULES}
+        thresholds = {
+            key: value for key in THRESHOLD_KEYS if (value := getattr(self, key)) is not None
+        }
         return DetectionConfig(
             profile=self.profile,
-            threshold=self.threshold,
-            mutating_failure_threshold=self.mutating_failure_threshold,
-            call_in_turn_threshold=self.call_in_turn_threshold,
-            cycle_threshold=self.cycle_threshold,
+            **thresholds,
             result_aware_batches=self.result_aware_batches,
             rules={rule: on for rule, on in switched.items() if on is not None},
         )
@@ -285,6 +288,8 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "mutating_failure_threshold": ("LOOPWATCH_MUTATING_FAILURE_THRESHOLD", integer(1)),
     "call_in_turn_threshold": ("LOOPWATCH_CALL_IN_TURN_THRESHOLD", integer(1)),
     "cycle_threshold": ("LOOPWATCH_CYCLE_THRESHOLD", integer(1)),
+    "error_threshold": ("LOOPWATCH_ERROR_THRESHOLD", integer(1)),
+    "call_floor_threshold": ("LOOPWATCH_CALL_FLOOR_THRESHOLD", integer(1)),
     "result_aware_batches": ("LOOPWATCH_RESULT_AWARE_BATCHES", boolean),
     **{f"rule_{rule}": (f"LOOPWATCH_RULE_{rule.upper()}", switch) for rule in ALL_RULES},
     "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", integer(1)),

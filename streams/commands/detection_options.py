@@ -21,6 +21,8 @@ _DETECTION_SETTINGS = frozenset(
         "mutating_failure_threshold",
         "call_in_turn_threshold",
         "cycle_threshold",
+        "error_threshold",
+        "call_floor_threshold",
         "result_aware_batches",
     }
 )
@@ -54,7 +56,7 @@ def detection_config(
         if field in _DETECTION_SETTINGS or field.startswith("rule_")
     }
     base = Settings.from_env({k: v for k, v in environ.items() if k in variables}).detection
-    values: dict[str, object] = base.model_dump()
+    values: dict[str, object] = base.model_dump(exclude_unset=True)
     for key in _FLAGS:
         flag: str | None = getattr(args, key, None)
         if flag is not None:

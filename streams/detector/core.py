@@ -25,6 +25,7 @@ from loopwatch.models import (
     call_fingerprint,
     result_fingerprint,
 )
+from loopwatch.models.volatile import ResultCleaner
 from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, track
 from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
 from loopwatch.streams.detector.rules.base import Match
@@ -99,9 +100,21 @@ def observe_episodes(
         rules = ALL_RULES.kept_for(config)
         if state is not None and state.rules is not rules and state.rules.family is ALL_RULES:
             state = state.keeping(rules)
-    new = advance(state, event, rules)
+    mode = config.result_mode
+    if state is not None and state.mode != mode:
+        state = state.comparing(mode)
+    new = advance(state, event, rules, config.result_cleaner, mode)
     match = first_match(new, config)
     warning = None if match is None else warning_of(match, texts)
+    shown, level = warning, 1
+    if match is not None and (config.escalates or config.warn_once):
+        level, rises = _escalation(new, match, event, config)
+        if config.escalates:
+            shown = warning_of(match, texts, level)
+        elif rises and level > 1:  # no levels shown: only a loop's first warning rises
+            rises = False
+        if config.warn_once and not rises:
+            shown = None
     verdict: LoopVerdict = _validate_verdict(
         {
             "session_id": event.session_id,
@@ -109,13 +122,15 @@ def observe_episodes(
             "agent_id": event.agent_id,
             "event_ts": event.ts,
             "evaluated_at": evaluated_at or event.ts,
-            "warning": warning,
+            "warning": shown,
             "policy": policy,
         }
     )
     new.step_pending, completed = pending_calls(new.step_pending, event)
     ended = event.type == "session_end"
-    if warning is None and (not new.episodes or (not completed and not ended)):
+    if warning is None and (
+        not new.episodes or (not completed and not ended and event.type != "assistant_message")
+    ):
         # `track` would change nothing (most events): no closure, no call
         return Observation(None if ended else new, verdict)
 
@@ -131,12 +146,28 @@ def observe_episodes(
         completed_step=completed,
         subject_of=subject_of,
         rule_order=new.rules.names,
+        level=level,
     )
     if changes is None:
         return Observation(None if ended else new, verdict)
     new.episodes = changes.open
     new.loops += len(changes.opened)
     return Observation(None if ended else new, verdict, changes.opened, changes.closed)
+
+
+def _escalation(
+    state: SessionState, match: Match, event: AgentEvent, config: DetectionConfig
+) -> tuple[int, bool]:
+    """The escalation level of this match's warning (contract §9.13) and whether it is
+    the loop's first warning or a higher level than its warnings had: 1 + one level per
+    `escalate_after` model calls that saw the loop's warning, at most 3."""
+    name, subject = match.rule.name, _subject_digest(match.hit.subject)
+    for episode in state.episodes:
+        if episode.rule == name and episode.subject == subject:
+            calls = episode.calls + (event.type == "assistant_message")
+            level = 1 + min(2, calls // config.escalate_after)
+            return level, level > episode.level
+    return 1, True
 
 
 def expire_episodes(state: SessionState, session_id: str) -> tuple[LoopEpisode, ...]:
@@ -168,11 +199,17 @@ def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName
 
 
 def advance(
-    state: SessionState | None, event: AgentEvent, rules: RuleSet = ALL_RULES
+    state: SessionState | None,
+    event: AgentEvent,
+    rules: RuleSet = ALL_RULES,
+    cleaner: ResultCleaner | None = None,
+    mode: str = "",
 ) -> SessionState:
-    """The state after `event` (the caller has checked its seq); `state` is not modified."""
+    """The state after `event` (the caller has checked its seq); `state` is not modified.
+    `cleaner`: results are compared by their loose fingerprint (contract §9.9), and a new
+    state records `mode` (`DetectionConfig.result_mode`)."""
     if state is None:
-        new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules)
+        new = SessionState(event.seq, event.ts, {}, rules.empty_parts(), rules, mode=mode)
     else:
         rules = state.rules
         new = SessionState(
@@ -184,12 +221,13 @@ def advance(
             state.step_pending,
             state.episodes,
             state.loops,
+            state.mode,
         )
     parts = new.parts
     # Dispatch on the discriminator: a str compare is cheaper than isinstance on a
     # pydantic model, tested up to four times per event.
     if event.type == "tool_result":
-        signature = _signature(new, event)
+        signature = _signature(new, event, cleaner)
         for index, on_result in rules.on_result:
             parts[index] = on_result(parts[index], event, signature)
     elif event.type == "assistant_message":
@@ -203,6 +241,9 @@ def advance(
     elif event.type in {"user_message", "system_message"}:
         for index, on_boundary in rules.on_boundary:
             parts[index] = on_boundary(parts[index])
+        if event.type == "user_message":
+            for index, on_user_message in rules.on_user_message:
+                parts[index] = on_user_message(parts[index])
     return new
 
 
@@ -222,7 +263,7 @@ def _remember_calls(state: SessionState, event: AssistantMessage) -> list[str]:
     return digests
 
 
-def _signature(state: SessionState, event: ToolResult) -> str | None:
+def _signature(state: SessionState, event: ToolResult, cleaner: ResultCleaner | None) -> str | None:
     """`<call digest>:<result digest>`; None when the call cannot be resolved."""
     call: str | None
     if event.call_fingerprint is not None:
@@ -231,9 +272,12 @@ def _signature(state: SessionState, event: ToolResult) -> str | None:
         call = state.calls.get(id_digest(event.call_id))
     if call is None:
         return None
-    result = fingerprint_digest(
-        event.result_fingerprint or result_fingerprint(event.tool_name, event.result, event.error)
-    )
+    if event.result_fingerprint is not None:
+        result = fingerprint_digest(event.result_fingerprint)
+    elif cleaner is None:
+        result = fingerprint_digest(result_fingerprint(event.tool_name, event.result, event.error))
+    else:
+        result = fingerprint_digest(cleaner.fingerprint(event.tool_name, event.result, event.error))
     return f"{call}:{result}"
 
 
@@ -273,7 +317,12 @@ def _checked(
 
 
 _COUNTING = DetectionConfig(
-    threshold=1, mutating_failure_threshold=1, call_in_turn_threshold=1, cycle_threshold=1
+    threshold=1,
+    mutating_failure_threshold=1,
+    call_in_turn_threshold=1,
+    cycle_threshold=1,
+    error_threshold=1,
+    call_floor_threshold=1,
 )
 """Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
 there, and the threshold is decided after it (counts never depend on a threshold)."""

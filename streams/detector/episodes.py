@@ -53,6 +53,11 @@ class OpenEpisode:
     last_at: datetime
     peak_count: int
     warnings: int
+    calls: int = 0
+    """Assistant messages (model calls) processed after its first warned event: each saw
+    a warning of it."""
+    level: int = 1
+    """The highest escalation level its warnings reached (contract §9.13)."""
 
     def close(
         self, session_id: str, outcome: EpisodeOutcome, seq: int, at: datetime, agent_id: str | None
@@ -72,6 +77,7 @@ class OpenEpisode:
                 "warnings": self.warnings,
                 "outcome": outcome,
                 "duration_seconds": max(0.0, (at - self.started_at).total_seconds()),
+                "warned_calls": self.calls,
             }
         )
         return episode
@@ -95,8 +101,10 @@ class OpenEpisode:
         ]
 
     @classmethod
-    def from_snapshot(cls, item: list[Any]) -> OpenEpisode:
-        rule, subject, tools, agent, first, started, last, last_at, peak, warnings = item
+    def from_snapshot(cls, item: list[Any], extra: list[Any] | None = None) -> OpenEpisode:
+        """`to_snapshot`'s list; `extra`: its [calls, level] (the state's `episode_calls`,
+        absent when every open episode has none, and in snapshots from before them)."""
+        rule, subject, tools, agent, first, started, last, last_at, peak, warnings = item[:10]
         return cls(
             rule=rule,
             subject=str(subject),
@@ -108,6 +116,8 @@ class OpenEpisode:
             last_at=datetime.fromisoformat(last_at),
             peak_count=int(peak),
             warnings=int(warnings),
+            calls=0 if extra is None else int(extra[0]),
+            level=1 if extra is None else int(extra[1]),
         )
 
 
@@ -145,6 +155,13 @@ def pending_calls(pending: tuple[int, ...], event: AgentEvent) -> tuple[tuple[in
     return pending, False
 
 
+def _called(e: OpenEpisode) -> OpenEpisode:
+    return OpenEpisode(
+        e.rule, e.subject, e.tool_names, e.agent_id, e.first_seq, e.started_at,
+        e.last_seq, e.last_at, e.peak_count, e.warnings, e.calls + 1, e.level,
+    )  # fmt: skip
+
+
 @dataclass(slots=True)  # never mutated; not frozen: built per event (docs/performance.md)
 class EpisodeChanges:
     """What one event did to a session's episodes."""
@@ -165,12 +182,15 @@ def track(
     completed_step: bool,
     subject_of: Callable[[RuleName], str | None],
     rule_order: tuple[RuleName, ...],
+    level: int = 1,
 ) -> EpisodeChanges | None:
     """Apply one processed event to the open episodes (contract §8).
 
     1. The event's warning (rule R, subject S): the open episode of R with subject S
        counts it; an open episode of R with another subject is closed `broken` and a new
        one opened; with none open for R, one is opened.
+    0. An assistant message is a model call that saw the open episodes' warnings: each
+       counts it (`calls`).
     2. If the event completed a tool step: every open episode whose rule does not fire
        for its subject now (`subject_of(rule)` is None or another subject) is closed
        `broken`.
@@ -179,10 +199,14 @@ def track(
     None when nothing changed (most events: no warning, and no open episode or nothing
     that could end one).
     """
+    model_call = event.type == "assistant_message"
     if warning is None and (
-        not open_episodes or (not completed_step and not isinstance(event, SessionEnd))
+        not open_episodes
+        or (not completed_step and not model_call and not isinstance(event, SessionEnd))
     ):
         return None
+    if model_call and open_episodes:  # a model call that saw their warnings
+        open_episodes = tuple([_called(episode) for episode in open_episodes])
     by_rule = {episode.rule: episode for episode in open_episodes}
     closed: list[LoopEpisode] = []
     opened: list[OpenEpisode] = []
@@ -205,6 +229,8 @@ def track(
                 ts,
                 max(current.peak_count, warning.count),
                 current.warnings + 1,
+                current.calls,
+                max(current.level, level),
             )
         else:
             if current is not None:
@@ -214,6 +240,7 @@ def track(
             fresh = OpenEpisode(
                 warning.rule, subject, warning.tool_names, agent, seq, ts, seq, ts, warning.count, 1
             )
+            fresh.level = level
             by_rule[warning.rule] = fresh
             opened.append(fresh)
 

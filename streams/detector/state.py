@@ -28,6 +28,16 @@ The stream app writes the snapshot back after every event, so this cap is most o
 size: ~4.5 KB at the cap instead of ~18 KB at 256."""
 
 
+def _episodes(snapshot: dict[str, Any]) -> tuple[OpenEpisode, ...]:
+    items = snapshot.get("episodes", ())
+    extras = snapshot.get("episode_calls")
+    if extras is None:
+        return tuple(OpenEpisode.from_snapshot(item) for item in items)
+    return tuple(
+        OpenEpisode.from_snapshot(item, extra) for item, extra in zip(items, extras, strict=True)
+    )
+
+
 @dataclass(slots=True)
 class SessionState:
     """Rolling state of one session. Treat as immutable: `observe` returns a new one."""
@@ -53,6 +63,9 @@ class SessionState:
     """Open loop episodes, at most one per rule, in rule order."""
     loops: int = 0
     """Episodes this session has opened so far."""
+    mode: str = ""
+    """How its result-reading parts compare results (`DetectionConfig.result_mode`: ""
+    is docs/contract.md §3; a change restarts those parts, §9.9)."""
 
     def copy(self) -> SessionState:
         """A shallow copy: the parts list is new, the parts and `calls` are shared."""
@@ -65,6 +78,25 @@ class SessionState:
             self.step_pending,
             self.episodes,
             self.loops,
+            self.mode,
+        )
+
+    def comparing(self, mode: str) -> SessionState:
+        """A copy whose result-reading parts (trackers with `reads_signatures`) start
+        again from empty, comparing results as `mode` says (contract §9.9)."""
+        return SessionState(
+            self.last_seq,
+            self.last_ts,
+            self.calls,
+            [
+                tracker.empty() if tracker.reads_signatures else part
+                for tracker, part in zip(self.rules.trackers, self.parts, strict=True)
+            ],
+            self.rules,
+            self.step_pending,
+            self.episodes,
+            self.loops,
+            mode,
         )
 
     def keeping(self, rules: RuleSet) -> SessionState:
@@ -81,6 +113,7 @@ class SessionState:
             self.step_pending,
             self.episodes,
             self.loops,
+            self.mode,
         )
 
     def to_snapshot(self, *, copy: bool = True) -> dict[str, Any]:
@@ -100,7 +133,13 @@ class SessionState:
             snapshot[tracker.key] = tracker.to_snapshot(part, copy=copy)
         snapshot["step"] = list(self.step_pending)
         snapshot["episodes"] = [episode.to_snapshot() for episode in self.episodes]
+        if any(episode.calls or episode.level > 1 for episode in self.episodes):
+            # beside the episodes, not in their items: a reader from before issue 31
+            # ignores the key (and a snapshot without it has none)
+            snapshot["episode_calls"] = [[e.calls, e.level] for e in self.episodes]
         snapshot["loops"] = self.loops
+        if self.mode:  # absent when results compare by §3 (the seed's snapshot unchanged)
+            snapshot["mode"] = self.mode
         return snapshot
 
     @classmethod
@@ -132,6 +171,7 @@ class SessionState:
             parts=parts,
             rules=rules,
             step_pending=tuple(int(item) for item in snapshot.get("step", ())),
-            episodes=tuple(OpenEpisode.from_snapshot(e) for e in snapshot.get("episodes", ())),
+            episodes=_episodes(snapshot),
             loops=int(snapshot.get("loops", 0)),
+            mode=str(snapshot.get("mode", "")),
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from loopwatch.models import RULES, LoopEpisode, LoopVerdict, RuleName
+from loopwatch.models import RULES, LoopEpisode, LoopVerdict, RuleName, broken_at_first_warning
 
 OPEN_LOOPS_CAP = 10_000
 """Open loops tracked; at the cap the loop warned longest ago is dropped (not counted open)."""
@@ -184,7 +184,7 @@ class FleetBoard:
             )
         self._outcomes[episode.outcome] += 1
         if episode.outcome == "broken":
-            self._broken_first += episode.warnings == 1
+            self._broken_first += broken_at_first_warning(episode)
             self._time_to_break[time_to_break_bucket(episode.duration_seconds)] += 1
             self._break_seconds.append(episode.duration_seconds)
         self._recent.appendleft(episode_row(episode))
@@ -282,6 +282,7 @@ def episode_row(episode: LoopEpisode) -> dict[str, Any]:
         "outcome": episode.outcome,
         "peak_count": episode.peak_count,
         "warnings": episode.warnings,
+        "warned_calls": episode.warned_calls,
         "duration_seconds": episode.duration_seconds,
         "ended_at": episode.ended_at.isoformat(),
     }

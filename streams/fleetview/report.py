@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopwatch.models import RULES, DetectionConfig, InvalidEvent, LoopEpisode, decode_event
+from loopwatch.models import (
+    RULES,
+    DetectionConfig,
+    InvalidEvent,
+    LoopEpisode,
+    broken_at_first_warning,
+    decode_event,
+)
 from loopwatch.streams.fleetview.assets import asset
 from loopwatch.streams.scan.scanner import Scanner
 
@@ -60,7 +67,9 @@ class ReportData:
         repeats = [0] * len(REPEAT_BUCKETS)
         positions = [0] * POSITION_BUCKETS
         outcomes: Counter[str] = Counter()
+        broken_first = 0
         for loop, index in self.loops:
+            broken_first += broken_at_first_warning(loop)
             by_agent[loop.agent_id or "(no agent id)"] += 1
             by_tool.update(loop.tool_names)
             repeats[
@@ -105,6 +114,7 @@ class ReportData:
                 "counts": positions,
             },
             "outcomes": dict(outcomes),
+            "broken_first": {"loops": broken_first, "closed": len(self.loops)},
         }
 
 
@@ -174,6 +184,13 @@ def summary_lines(numbers: dict[str, Any]) -> list[str]:
         lines.append(
             f"most loops: {worst['session_id']} ({worst['loops']} loops, "
             f"{worst['warnings']} warnings in {worst['events']} events)"
+        )
+    first = numbers.get("broken_first")
+    if first and first["closed"]:
+        lines.append(
+            f"broken after the first warning: {first['loops'] / first['closed']:.0%} "
+            f"({first['loops']} of {first['closed']} loops changed course at the first "
+            "model call that saw it)"
         )
     if t["skipped_lines"]:
         lines.append(f"{t['skipped_lines']:,} lines skipped (not valid events)")

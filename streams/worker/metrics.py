@@ -187,6 +187,14 @@ class Metrics:
             buckets=_WARNINGS_BUCKETS,
             registry=r,
         )
+        self.loop_warned_calls = Histogram(
+            "loopwatch_loop_warned_calls",
+            "Model calls that saw a loop episode's warning, per ended episode (1 for a "
+            "broken one: changed course at the first model call that saw it).",
+            ["rule", "outcome"],
+            buckets=_WARNINGS_BUCKETS,
+            registry=r,
+        )
         self.time_to_break = Histogram(
             "loopwatch_loop_time_to_break_seconds",
             "Event time from a broken loop episode's first warning to the step that broke it.",
@@ -201,6 +209,7 @@ class Metrics:
         self._loops_by_tool = _Children(self.loops_by_tool)
         self._loop_peak = _Children(self.loop_peak)
         self._loop_warnings = _Children(self.loop_warnings)
+        self._loop_warned_calls = _Children(self.loop_warned_calls)
         self._time_to_break = _Children(self.time_to_break)
 
     def count_warning(self, rule: str, agent_id: str | None) -> None:
@@ -226,6 +235,8 @@ class Metrics:
         self._loops_ended(episode.rule, episode.outcome).inc()
         self._loop_peak(episode.rule).observe(episode.peak_count)
         self._loop_warnings(episode.rule, episode.outcome).observe(episode.warnings)
+        if episode.warned_calls is not None:
+            self._loop_warned_calls(episode.rule, episode.outcome).observe(episode.warned_calls)
         if episode.outcome == "broken":
             self._time_to_break(episode.rule).observe(episode.duration_seconds)
 

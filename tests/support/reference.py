@@ -121,6 +121,8 @@ class ExpectedEpisode:
     peak_count: int
     warnings: int
     outcome: str = "open"
+    warned_calls: int = 0
+    """§8.3: the assistant messages after its first warned event, up to its end."""
 
 
 RULE_NAMES = (
@@ -154,6 +156,9 @@ class EpisodeReplay:
                 episode.agent_id = event.agent_id
             closed.append(episode)
 
+        if event.type == "assistant_message":  # a model call that saw the open warnings
+            for episode in self.open.values():
+                episode.warned_calls += 1
         if warning is not None:
             subject = rule_subject(history, config, warning.rule)
             assert subject is not None

@@ -9,11 +9,26 @@ Written from the contract section alone, not from the core. Where the text leave
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from loopwatch.models import AgentEvent, AssistantMessage, DetectionConfig, ToolResult
+from loopwatch.models import (
+    AgentEvent,
+    AssistantMessage,
+    DetectionConfig,
+    ToolResult,
+    result_fingerprint,
+)
+from loopwatch.models.volatile import (
+    ERROR_DETAIL,
+    MASKED_EDGE,
+    UUID,
+    VOLATILE_KEYS,
+    VOLATILE_TEXT,
+)
 from tests.support import reference
 from tests.support.reference import ExpectedWarning, is_boundary, is_text_step, is_tool_step
 
@@ -23,7 +38,16 @@ SEED_ORDER = (
     "repeated_read_range",
     "repeated_batch",
 )
-ALL_ORDER = (*SEED_ORDER, "repeated_call_in_turn", "repeated_cycle")
+ALL_ORDER = (
+    *SEED_ORDER,
+    "repeated_call_in_turn",
+    "repeated_cycle",
+    "repeated_error",
+    "recurring_result",
+    "repeated_call",
+)
+WINDOW = 10
+"""recurring_result's window of signed results (§9.11)."""
 MAX_STEP_IDS = 64
 """A step with more distinct call ids has an unknown outcome (§9.1)."""
 
@@ -154,6 +178,8 @@ def read_range(history: Sequence[AgentEvent], config: DetectionConfig) -> Candid
 
 def batch(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
     steps = _assistant_indexes(history)
+    if _result_aware(config):  # a user message is new intent: the run starts after it
+        steps = [i for i in steps if i > _latest_user(history)]
     if not steps or is_text_step(history[steps[-1]]):
         return None
     newest = history[steps[-1]]
@@ -219,6 +245,71 @@ def cycle(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate |
     return None
 
 
+def _latest_user(history: Sequence[AgentEvent]) -> int:
+    users = [i for i, e in enumerate(history) if e.type == "user_message"]
+    return users[-1] if users else -1
+
+
+def _since_boundary(history: Sequence[AgentEvent]) -> int:
+    bounds = [i for i, e in enumerate(history) if is_boundary(e)]
+    return bounds[-1] + 1 if bounds else 0
+
+
+def same_error(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.10: the newest results in a row since the boundary that failed, from the newest
+    one's tool, with its error class."""
+    results = [e for e in history[_since_boundary(history) :] if isinstance(e, ToolResult)]
+    if not results or results[-1].error is None:
+        return None
+
+    def kind(event: ToolResult) -> tuple[str, str] | None:
+        if event.error is None:
+            return None
+        masked = error_kind(event.error)
+        return event.tool_name, masked
+
+    newest = kind(results[-1])
+    count = 0
+    for event in reversed(results):
+        if kind(event) != newest:
+            break
+        count += 1
+    return (results[-1].tool_name,), count
+
+
+def recurring(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.11: the newest result's signature among the last WINDOW signed results since
+    the boundary."""
+    sigs = reference.signatures(history)
+    start = _since_boundary(history)
+    indexes = [i for i in range(start, len(history)) if isinstance(history[i], ToolResult)]
+    if not indexes or sigs[indexes[-1]] is None:
+        return None
+    window = [sigs[i] for i in indexes if sigs[i] is not None][-WINDOW:]
+    newest = history[indexes[-1]]
+    assert isinstance(newest, ToolResult)
+    return (newest.tool_name,), window.count(window[-1])
+
+
+def calls_floor(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.12: the newest tool steps in a row with the same batch since the latest user
+    message, whatever their results."""
+    steps = [i for i in _assistant_indexes(history) if i > _latest_user(history)]
+    if not steps or is_text_step(history[steps[-1]]):
+        return None
+    newest = history[steps[-1]]
+    assert isinstance(newest, AssistantMessage)
+    same = reference.batch_of(newest)
+    count = 0
+    for i in reversed(steps):
+        step = history[i]
+        assert isinstance(step, AssistantMessage)
+        if is_text_step(step) or reference.batch_of(step) != same:
+            break
+        count += 1
+    return tuple(sorted({call.name for call in newest.tool_calls})), count
+
+
 CANDIDATES = {
     "repeated_failed_mutation": failed_mutation,
     "repeated_result": same_result,
@@ -226,6 +317,9 @@ CANDIDATES = {
     "repeated_batch": batch,
     "repeated_call_in_turn": call_in_turn,
     "repeated_cycle": cycle,
+    "repeated_error": same_error,
+    "recurring_result": recurring,
+    "repeated_call": calls_floor,
 }
 
 
@@ -249,6 +343,8 @@ def _rule_threshold(config: DetectionConfig, rule: str) -> int:
         "repeated_failed_mutation": config.mutating_failure_threshold,
         "repeated_call_in_turn": config.call_in_turn_threshold,
         "repeated_cycle": config.cycle_threshold,
+        "repeated_error": config.error_threshold,
+        "repeated_call": config.call_floor_threshold,
     }.get(rule, config.threshold)
 
 
@@ -260,19 +356,88 @@ def threshold_in_force(config: DetectionConfig, rule: str, names: tuple[str, ...
     return _rule_threshold(config, rule)
 
 
+# --- volatile fields (§9.9) -------------------------------------------------------------
+
+
+def loose(config: DetectionConfig) -> bool:
+    if config.volatile_results is None:
+        return config.profile == "extended"
+    return config.volatile_results
+
+
+def _mode(config: DetectionConfig) -> str:
+    if not loose(config):
+        return ""
+    return "loose " + repr(sorted((t, sorted(e)) for t, e in config.result_ignore.items()))
+
+
+def _edges(text: str, mask: Any) -> str:
+    """§9.9: a string over 2 * MASKED_EDGE characters is masked at its two ends only."""
+    if len(text) <= 2 * MASKED_EDGE:
+        return str(mask(text))
+    head, middle, tail = text[:MASKED_EDGE], text[MASKED_EDGE:-MASKED_EDGE], text[-MASKED_EDGE:]
+    return str(mask(head)) + middle + str(mask(tail))
+
+
+def _volatile(text: str) -> str:
+    return VOLATILE_TEXT.sub("<v>", UUID.sub("<v>", text))
+
+
+def error_kind(error: str) -> str:
+    return _edges(error, lambda part: ERROR_DETAIL.sub("<x>", _volatile(part)))
+
+
+def _mask(text: str, tool_patterns: list[str]) -> str:
+    text = _edges(text, _volatile)
+    if tool_patterns:  # READING: the tool's patterns as one alternation, left to right
+        text = re.sub("|".join(f"(?:{p})" for p in tool_patterns), "<v>", text)
+    return text
+
+
+def _cleaned(value: Any, keys: set[str], patterns: list[str]) -> Any:
+    if isinstance(value, str):
+        return _mask(value, patterns)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            folded = key.lower().replace("_", "").replace("-", "")
+            moment = key[-2:] == "At" or key[-3:] in ("_at", "-at")
+            if folded in VOLATILE_KEYS or moment or key in keys:
+                continue
+            out[key] = _cleaned(item, keys, patterns)
+        return out
+    if isinstance(value, list):
+        return [_cleaned(item, keys, patterns) for item in value]
+    return value
+
+
+def loose_result_fingerprint(config: DetectionConfig, event: ToolResult) -> str:
+    entries = config.result_ignore.get(event.tool_name, ())
+    keys = {e for e in entries if not e.startswith("re:")}
+    patterns = [e[3:] for e in entries if e.startswith("re:")]
+    error = event.error
+    if error is not None:
+        error = error_kind(error)
+    return result_fingerprint(event.tool_name, _cleaned(event.result, keys, patterns), error)
+
+
 # --- which events each rule sees (§9.1: state kept only while a rule reads it) -------
 
 
 def state_of(rule: str, config: DetectionConfig) -> str:
     """The state a rule reads: rules 1-2 share the run of results, rules 5, 6 and the
     result-aware rule 4 the tool-step state."""
+    mode = _mode(config)  # a state reading results starts again when their comparison changes
     if rule == "repeated_batch":
-        return "steps" if _result_aware(config) else "batch"
+        return "steps" + mode if _result_aware(config) else "batch"
     return {
-        "repeated_failed_mutation": "result",
-        "repeated_result": "result",
+        "repeated_failed_mutation": "result" + mode,
+        "repeated_result": "result" + mode,
         "repeated_read_range": "chain",
-    }.get(rule, "steps")
+        "repeated_error": "errors",
+        "recurring_result": "window" + mode,
+        "repeated_call": "call_run",
+    }.get(rule, "steps" + mode)
 
 
 class KeptSince:
@@ -289,9 +454,19 @@ class KeptSince:
         return self.since
 
 
-def view(history: Sequence[AgentEvent], start: int) -> list[AgentEvent]:
+def view(
+    history: Sequence[AgentEvent], start: int, config: DetectionConfig | None = None
+) -> list[AgentEvent]:
     """The session as a state kept from event `start` on sees it: the events from there,
-    each tool result resolved to its call over the whole session (§9.1)."""
+    each tool result resolved to its call over the whole session (§9.1), and with its
+    loose result fingerprint when `config` compares results so (§9.9)."""
+    if config is not None and loose(config):
+        history = [
+            e.model_copy(update={"result_fingerprint": loose_result_fingerprint(config, e)})
+            if isinstance(e, ToolResult) and e.result_fingerprint is None
+            else e
+            for e in history
+        ]
     if start == 0:
         return list(history)
     calls: dict[str, str] = {}
@@ -322,7 +497,7 @@ def expected_warning(
     state's view begins (`KeptSince`), from the first event when not given."""
     for rule in enabled(config):
         start = 0 if since is None else since.get(state_of(rule, config), 0)
-        candidate = CANDIDATES[rule](view(history, start), config)
+        candidate = CANDIDATES[rule](view(history, start, config), config)
         if candidate is None:
             continue
         names, count = candidate

@@ -11,10 +11,13 @@ from typing import Any
 
 from loopwatch.models import DetectionConfig, RuleName
 from loopwatch.streams.detector.rules import (
+    recurring_result,
     repeated_batch,
     repeated_batch_outcomes,
+    repeated_call,
     repeated_call_in_turn,
     repeated_cycle,
+    repeated_error,
     repeated_failed_mutation,
     repeated_read_range,
     repeated_result,
@@ -36,6 +39,9 @@ EXTENDED_ORDER: tuple[Rule[Any], ...] = (
     repeated_batch_outcomes.RULE,
     repeated_call_in_turn.RULE,
     repeated_cycle.RULE,
+    repeated_error.RULE,
+    recurring_result.RULE,
+    repeated_call.RULE,
 )
 """The `extended` profile in evaluation order (docs/contract.md §9.1); a config may switch
 rules on and off, and rule 4 back to its calls-only form, without reordering."""
@@ -67,6 +73,7 @@ class RuleSet:
         """(check, index of its tracker's part, rule) in evaluation order."""
         self._empty = tuple(tracker.empty() for tracker in self.trackers)
         self.on_boundary = self._hooks("on_boundary")
+        self.on_user_message = self._hooks("on_user_message")
         self.on_text_step = self._hooks("on_text_step")
         self.on_tool_step = self._hooks("on_tool_step")
         self.on_result = self._hooks("on_result")

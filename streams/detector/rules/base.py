@@ -38,12 +38,20 @@ class Tracker(Generic[Part]):
     """One part of the per-session state, kept under `key` in the snapshot."""
 
     key: str
+    reads_signatures: bool = False
+    """Its part depends on how results are compared (docs/contract.md §9.9): it starts
+    again when that changes."""
 
     def empty(self) -> Part:
         raise NotImplementedError
 
     def on_boundary(self, part: Part) -> Part:
         """A user or system message."""
+        return part
+
+    def on_user_message(self, part: Part) -> Part:
+        """A user message, after `on_boundary` (new intent: a tracker that treats it
+        unlike a system message)."""
         return part
 
     def on_text_step(self, part: Part) -> Part:

@@ -31,6 +31,7 @@ _EMPTY = ResultRun()
 
 class ResultRunTracker(Tracker[ResultRun]):
     key = "result"
+    reads_signatures = True
 
     def empty(self) -> ResultRun:
         return _EMPTY

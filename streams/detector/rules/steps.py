@@ -132,6 +132,20 @@ def on_boundary(steps: Steps) -> Steps:
     return new
 
 
+def on_user_message(steps: Steps) -> Steps:
+    """A user message is new intent (issue 31): rule 4's result-aware run and the
+    run starts again at the next tool step (§9.3)."""
+    if not steps.batch:
+        return steps
+    new = _copy(steps)
+    new.batch = ""
+    new.continues = False
+    new.last_outcome = None
+    new.same_outcomes = 0
+    new.aware_run = 0
+    return new
+
+
 def on_text_step(steps: Steps) -> Steps:
     if steps is EMPTY:
         return steps

@@ -15,18 +15,23 @@ from loopwatch.streams.detector.rules.steps import (
     on_result,
     on_text_step,
     on_tool_step,
+    on_user_message,
 )
 from loopwatch.streams.detector.tools import id_digest
 
 
 class StepsTracker(Tracker[Steps]):
     key = "steps"
+    reads_signatures = True
 
     def empty(self) -> Steps:
         return EMPTY
 
     def on_boundary(self, part: Steps) -> Steps:
         return on_boundary(part)
+
+    def on_user_message(self, part: Steps) -> Steps:
+        return on_user_message(part)
 
     def on_text_step(self, part: Steps) -> Steps:
         return on_text_step(part)

@@ -39,7 +39,7 @@
     C.hbars($("chart-tools"), s.top_tools, { empty: "no looping tools", colorOf: (_, i) => ["#60a5fa", "#22d3ee", "#34d399", "#a78bfa", "#f472b6", "#facc15", "#fb923c", "#f87171"][i % 8] });
     C.donut($("chart-first"), first.loops, first.closed, { empty: "no closed loops yet" });
     $("first-text").textContent = first.closed
-      ? `${first.loops} of ${first.closed} closed loops ended after a single warning: the agent read it and changed course.`
+      ? `${first.loops} of ${first.closed} closed loops were broken at the first model call that saw the warning: the agent read it and changed course.`
       : s.topics.episodes_found
         ? "Waiting for the first closed loop."
         : `No topic ${s.topics.episodes} yet: loops are counted from warnings, and close when the worker publishes episodes.`;

@@ -44,6 +44,11 @@ RESULTS: tuple[tuple[Any, str | None], ...] = (
     (f"{RAW} content", None),
     (f"{RAW} other", None),
     (None, f"{RAW} failed"),
+    # volatile variants (contract §9.9): equal to each other when loose, not by §3
+    ({"out": f"{RAW} done in 0.5s", "elapsedMs": 12, "pid": 1}, None),
+    ({"out": f"{RAW} done in 1.25s", "elapsedMs": 40, "pid": 2}, None),
+    (None, f"{RAW} failed at 12:00:01, attempt 1"),
+    (None, f"{RAW} failed at 12:00:09, attempt 2"),
 )
 TOOL_NAMES = tuple(sorted({name for name, _ in CALLS}))
 BASE_TS = datetime(2026, 1, 1, tzinfo=UTC)
@@ -52,7 +57,7 @@ BASE_TS = datetime(2026, 1, 1, tzinfo=UTC)
 call_pick = st.sampled_from((0, 0, 1, 1, 2, 3, 4, 5))
 result_plan = st.tuples(
     st.sampled_from((0, 0, 0, 0, 0, 0, 1, 2)),  # 0 answer / 1 skip / 2 answer twice
-    st.sampled_from((0, 0, 0, 1, 2, 3)),  # which result
+    st.sampled_from((0, 0, 0, 1, 2, 3, 4, 5, 6, 7)),  # which result
     st.sampled_from((0, 0, 0, 0, 0, 1)),  # 1: carried call and result fingerprints
 )
 round_action = st.tuples(
@@ -78,26 +83,36 @@ actions = st.one_of(
 )
 tool_subset = st.lists(st.sampled_from(TOOL_NAMES), max_size=2, unique=True)
 configs = st.builds(
-    lambda profile, t, m, c, k, aware, switches, exempt, own: DetectionConfig(
-        profile=profile,
-        threshold=t,
-        mutating_failure_threshold=m,
-        call_in_turn_threshold=c,
-        cycle_threshold=k,
-        result_aware_batches=aware,
-        rules=switches,
-        exempt_tools=exempt,
-        tool_thresholds=own,
+    lambda profile, t, m, c, k, e, f, aware, switches, exempt, own, volatile, ignore: (
+        DetectionConfig(
+            profile=profile,
+            threshold=t,
+            mutating_failure_threshold=m,
+            call_in_turn_threshold=c,
+            cycle_threshold=k,
+            error_threshold=e,
+            call_floor_threshold=f,
+            result_aware_batches=aware,
+            rules=switches,
+            exempt_tools=exempt,
+            tool_thresholds=own,
+            volatile_results=volatile,
+            result_ignore=ignore,
+        )
     ),
     st.sampled_from(("seed", "extended", "extended")),
     st.integers(1, 4),
     st.integers(1, 3),
     st.integers(2, 3),
     st.integers(1, 3),
+    st.integers(2, 4),
+    st.integers(2, 6),
     st.sampled_from((None, None, True, False)),
     st.dictionaries(st.sampled_from(ALL_RULES), st.booleans(), max_size=2),
     tool_subset,
     st.dictionaries(st.sampled_from(TOOL_NAMES), st.integers(1, 4), max_size=2),
+    st.sampled_from((None, None, True, False)),
+    st.sampled_from(({}, {}, {"bash": ("out",)}, {"ls": (r"re:[a-z]+ing",)})),
 )
 
 

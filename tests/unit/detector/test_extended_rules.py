@@ -9,7 +9,15 @@ from loopwatch.models import DetectionConfig
 from loopwatch.streams.detector import SessionState, observe
 from tests.support.builders import SessionBuilder
 
-EXTENDED = DetectionConfig(profile="extended")
+EXTENDED = DetectionConfig(
+    profile="extended",
+    threshold=3,
+    mutating_failure_threshold=2,
+    rules={"repeated_error": False, "recurring_result": False, "repeated_call": False},
+    volatile_results=False,
+)
+"""Issue 13's `extended`: rules 5, 6 and 4' at the seed's thresholds, without issue 31's
+rules and defaults (tests/unit/detector/test_issue31_rules.py has those)."""
 Outcome = tuple[str, tuple[str, ...], int] | None
 
 
@@ -123,9 +131,9 @@ def test_exempt_tools_and_per_tool_thresholds_in_a_policy() -> None:
     for _ in range(5):
         step(s, "get_job_status", {"id": 1}, "running")
     assert outcomes(s)[-1] == ("repeated_result", ("get_job_status",), 5)
-    exempt = DetectionConfig(profile="extended", exempt_tools=["get_job_status"])
+    exempt = DetectionConfig(**{**EXTENDED.model_dump(), "exempt_tools": ["get_job_status"]})
     assert outcomes(s, exempt) == [None] * len(s.events)
-    own = DetectionConfig(profile="extended", tool_thresholds={"get_job_status": 5})
+    own = DetectionConfig(**{**EXTENDED.model_dump(), "tool_thresholds": {"get_job_status": 5}})
     got = outcomes(s, own)
     assert got[-2:] == [
         ("repeated_batch", ("get_job_status",), 5),  # the fifth call, as it is issued

@@ -79,7 +79,7 @@ def test_invalid_records_name_the_problem(record: bytes, message: str) -> None:
 def test_a_record_round_trips_and_is_complete_by_itself() -> None:
     policy = parse_policy(b"agent", b'{"version": 3, "profile": "extended", "threshold": 5}')
     assert (policy.key, policy.version, policy.config.threshold) == ("agent", 3, 5)
-    assert policy.config.mutating_failure_threshold == 2  # the default, not a setting
+    assert policy.config.mutating_failure_threshold == 3  # extended's default, not a setting
     assert json.loads(policy.to_json()) == {
         "v": 1,
         "version": 3,

@@ -64,6 +64,7 @@ def test_warning_and_episode_through_their_validators() -> None:
         warnings=2,
         outcome="broken",
         duration_seconds=5.0,
+        warned_calls=0,  # issue 31: model calls that saw its warning (none here)
     )
     assert closed.to_json() == closed.model_dump_json().encode("utf-8")
     with pytest.raises(ValueError):  # still validated: a count below 1 is refused
