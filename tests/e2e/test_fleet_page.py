@@ -107,7 +107,8 @@ class Published:
 
 @dataclass(frozen=True)
 class Closed:
-    """What the episodes on the topic say: loops broken after one warning, time to break."""
+    """What the episodes on the topic say: loops broken after the first warning, time to
+    break."""
 
     closed: int
     broken_first: int
@@ -121,7 +122,13 @@ class Closed:
                 seconds = episode["duration_seconds"]
                 label = next(lb for lb, upper in TIME_TO_BREAK_BUCKETS if seconds < upper)
                 bars[label] += 1
-        first = sum(e["outcome"] == "broken" and e["warnings"] == 1 for e in episodes)
+        # contract §8.3: broken after the first warning = at most one model call saw it
+        # (records without `warned_calls`: one verdict warning)
+        first = sum(
+            e["outcome"] == "broken"
+            and (e["warnings"] == 1 if e.get("warned_calls") is None else e["warned_calls"] <= 1)
+            for e in episodes
+        )
         return cls(len(episodes), first, bars)
 
 
@@ -146,6 +153,8 @@ def check_page(url: str, tmp_path: Path, expected: Published, closed: Closed) ->
             "return {...document.getElementById('chart-first').dataset}"
         )
         assert (first["part"], first["whole"]) == (str(closed.broken_first), str(closed.closed))
+        # every scripted loop changes course at the first model call that sees its warning
+        assert closed.broken_first == closed.closed > 0
         assert sum(closed.time_to_break.values()) > 0  # the demo's loops are broken
         assert chart_values(driver, "chart-break") == closed.time_to_break
         shot = full_page_screenshot(driver, tmp_path / "fleet-page.png")
