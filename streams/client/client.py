@@ -26,11 +26,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from loopwatch.streams.client.breaker import CircuitBreaker
+from loopwatch.streams.client.claim import runtime_group
 from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.history import Format, ToolError
 from loopwatch.streams.client.link import KafkaLink, wake
 from loopwatch.streams.client.outbox import Outbox, Outgoing
-from loopwatch.streams.client.reader import VerdictReader, runtime_group
+from loopwatch.streams.client.reader import VerdictReader
 from loopwatch.streams.client.session import Session
 from loopwatch.streams.client.stats import ClientStats
 from loopwatch.streams.client.tracker import HistoryTracker

@@ -16,8 +16,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import reply_header
 from loopwatch.streams.client.breaker import CircuitBreaker
+from loopwatch.streams.client.claim import PartitionClaim
 from loopwatch.streams.client.outbox import Outbox, Outgoing
-from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, PartitionClaim, VerdictReader
+from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
 from loopwatch.streams.client.stats import ClientStats
 
 if TYPE_CHECKING:
