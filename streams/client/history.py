@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from loopwatch.models import EVENT_ADAPTER, AgentEvent
+from loopwatch.streams.client import message_parts as parts
 from loopwatch.streams.client.encoding import Call
-from loopwatch.streams.client.placement import MARKER
 
 Format = Literal["openai", "anthropic", "responses", "gemini", "bedrock"]
 FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses", "gemini", "bedrock")
@@ -39,7 +39,6 @@ ToolError = Callable[[Mapping[str, Any]], str | None]
 `function_call_output` item), its error text, or None when it succeeded."""
 
 _NAMES_REMEMBERED = 1024  # call id -> tool name, for results that come later
-_MODEL_OUTPUT_ITEMS = frozenset({"reasoning", "function_call"})
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ class HistoryEvent:
 
 def anthropic_tool_error(block: Mapping[str, Any]) -> str | None:
     """An Anthropic `tool_result` block with `is_error: true` failed with its text."""
-    return _plain_text(block.get("content")) or "" if block.get("is_error") else None
+    return parts.plain_text(block.get("content")) or "" if block.get("is_error") else None
 
 
 def no_tool_error(_result: Mapping[str, Any]) -> str | None:
@@ -99,7 +98,7 @@ class HistoryReader:
         if self.format == "gemini":
             messages = [*messages[:start], *map(self._gemini_message, messages[start:])]
         elif self.format == "bedrock":
-            messages = [*messages[:start], *map(_bedrock_message, messages[start:])]
+            messages = [*messages[:start], *map(parts.bedrock_message, messages[start:])]
         read = {"openai": self._chat, "responses": self._responses}
         return read.get(self.format, self._anthropic)(messages, start)
 
@@ -114,14 +113,14 @@ class HistoryReader:
         for index in range(start, len(messages)):
             message = messages[index]
             role = message.get("role")
-            text = _plain_text(message.get("content"))
+            text = parts.plain_text(message.get("content"))
             if role in ("system", "developer", "user"):
-                if not _is_warning(text):
+                if not parts.is_warning(text):
                     kind: EventKind = "user_message" if role == "user" else "system_message"
                     events.append(HistoryEvent(kind, index, text=text))
             elif role == "assistant":
                 calls = [
-                    Call(c.get("id", ""), c["function"]["name"], _arguments(c["function"]))
+                    Call(c.get("id", ""), c["function"]["name"], parts.arguments(c["function"]))
                     for c in message.get("tool_calls") or ()
                 ]
                 events.append(self._assistant(index, text, calls))
@@ -135,7 +134,7 @@ class HistoryReader:
         events = []
         for index in range(start, len(messages)):
             message = messages[index]
-            blocks = _blocks(message.get("content"))
+            blocks = parts.blocks(message.get("content"))
             if message.get("role") == "assistant":
                 calls = [
                     Call(b.get("id", ""), b.get("name", ""), b.get("input", {}))
@@ -149,7 +148,7 @@ class HistoryReader:
             for block in blocks:
                 if block.get("type") == "tool_result":
                     events.append(self._result(index, block.get("tool_use_id", ""), block))
-                elif not (block.get("type") == "text" and _is_warning(block.get("text"))):
+                elif not (block.get("type") == "text" and parts.is_warning(block.get("text"))):
                     others.append(block)
             if others or not blocks:
                 text = "\n".join(b.get("text", "") for b in others if b.get("type") == "text")
@@ -200,23 +199,24 @@ class HistoryReader:
             kind = item.get("type", "message")
             role = item.get("role")
             if kind == "function_call":
-                arguments = _arguments(item)
+                arguments = parts.arguments(item)
                 turn_calls.append(Call(item.get("call_id", ""), item.get("name", ""), arguments))
             elif kind == "message" and role == "assistant":
-                turn_texts.append(_plain_text(item.get("content")) or "")
+                turn_texts.append(parts.plain_text(item.get("content")) or "")
             elif kind == "function_call_output":
                 events.append(self._result(index, item.get("call_id", ""), item))
             elif kind == "message" and role in ("system", "developer", "user"):
-                text = _plain_text(item.get("content"))
-                if not _is_warning(text):
+                text = parts.plain_text(item.get("content"))
+                if not parts.is_warning(text):
                     event_kind: EventKind = "user_message" if role == "user" else "system_message"
                     events.append(HistoryEvent(event_kind, index, text=text))
-            elif kind not in _MODEL_OUTPUT_ITEMS:
+            elif kind not in parts.MODEL_OUTPUT_ITEMS:
                 continue  # built-in tool calls and the like: not part of the seed contract
             # One model turn is one assistant event, anchored to the turn's last item.
             following = items[index + 1] if index + 1 < len(items) else None
-            in_turn = kind in _MODEL_OUTPUT_ITEMS or (kind == "message" and role == "assistant")
-            if in_turn and (following is None or not _is_model_output(following)):
+            assistant = kind == "message" and role == "assistant"
+            in_turn = kind in parts.MODEL_OUTPUT_ITEMS or assistant
+            if in_turn and (following is None or not parts.is_model_output(following)):
                 text = "\n".join(t for t in turn_texts if t) or None
                 events.append(self._assistant(index, text, turn_calls))
                 turn_texts, turn_calls = [], []
@@ -238,7 +238,7 @@ class HistoryReader:
             index,
             call_id=call_id,
             tool_name=self._names.get(call_id, message.get("name") or "unknown"),
-            result=_result_value(content),
+            result=parts.result_value(content),
             error=self._tool_error(message),
         )
 
@@ -272,70 +272,3 @@ def as_agent_events(
         }
         out.append(EVENT_ADAPTER.validate_python(record))
     return out
-
-
-def _bedrock_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    blocks: list[dict[str, Any]] = []
-    for block in message.get("content") or ():
-        if "text" in block:
-            blocks.append({"type": "text", "text": block["text"]})
-        elif "toolUse" in block:
-            use = block["toolUse"]
-            call = {"type": "tool_use", "id": use.get("toolUseId", ""), "name": use.get("name")}
-            blocks.append({**call, "input": use.get("input") or {}})
-        elif "toolResult" in block:
-            result = block["toolResult"]
-            parts = [
-                {"type": "text", "text": p["text"]}
-                if "text" in p
-                else {"type": "text", "text": json.dumps(p.get("json"), default=str)}
-                for p in result.get("content") or ()
-            ]
-            converted = {"type": "tool_result", "tool_use_id": result.get("toolUseId", "")}
-            error = result.get("status") == "error"
-            blocks.append({**converted, "content": parts, "is_error": error})
-    return {"role": message.get("role"), "content": blocks}
-
-
-def _is_model_output(item: Mapping[str, Any]) -> bool:
-    kind = item.get("type", "message")
-    return kind in _MODEL_OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant")
-
-
-def _is_warning(text: Any) -> bool:
-    return isinstance(text, str) and text.startswith(MARKER)
-
-
-def _blocks(content: Any) -> list[Mapping[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or () if isinstance(b, Mapping)]
-
-
-def _plain_text(content: Any) -> str | None:
-    """The text of a message's content: a string, or the text parts of a part list."""
-    if content is None or isinstance(content, str):
-        return content
-    texts = [
-        b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str)
-    ]
-    return "\n".join(texts) if texts else None
-
-
-def _arguments(function: Mapping[str, Any]) -> Any:
-    """Call arguments: Chat and Responses send them as a JSON string."""
-    raw = function.get("arguments")
-    if not isinstance(raw, str):
-        return raw if raw is not None else {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw  # not JSON: fingerprinted as the string it is
-
-
-def _result_value(content: Any) -> Any:
-    """A result's content as JSON: text parts joined, anything else as it is."""
-    value = _plain_text(content) if isinstance(content, list) else content
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(json.dumps(value, default=str))  # plain JSON, whatever it was

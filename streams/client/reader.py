@@ -4,10 +4,11 @@
 process reads only a part of the verdicts topic, and its events name the partition
 their verdicts go to (the `loopwatch-reply-partition` header, stamped by `stamp`):
 
-* **Claims.** `PartitionClaim` is a member of a consumer group on the verdicts topic (one
-  group per deployment). Kafka assigns the topic's partitions to the live members, so
-  two live processes never claim the same partition, and a restarted or new process
-  gets its share back by the group's rebalance (nothing to store). The member fetches
+* **Claims.** `PartitionClaim` (`streams.client.claim`) is a member of a consumer group
+  on the verdicts topic (one group per deployment). Kafka assigns the topic's partitions
+  to the live members, so two live processes never claim the same partition, and a
+  restarted or new process gets its share back by the group's rebalance (nothing to
+  store). The member fetches
   nothing: its partitions are paused; it only polls to stay in the group.
 * **Reading.** A second, manually assigned consumer (no group) reads what this process
   claims, positioned at the end offsets taken when a partition is added; a partition
@@ -42,25 +43,24 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
 from loopwatch.models import VERDICT_ADAPTER, LoopVerdict
+from loopwatch.streams.client.claim import PartitionClaim
 
 log = logging.getLogger(__name__)
 
 OnVerdict = Callable[[LoopVerdict, float | None], None]
 """Called with a verdict and its record's timestamp (seconds since the epoch)."""
 
-_ERROR_BACKOFF_SECONDS = 0.5  # before fetching again after a broker error
+ERROR_BACKOFF_SECONDS = 0.5
+"""Before fetching again after a broker error."""
 FETCH_MAX_WAIT_MS = 50
 """The broker's long-poll wait. The fetch returns as soon as a verdict is there, so this
 only bounds how stale an idle fetch gets (aiokafka's default is 500 ms)."""
-CLAIM_POLL_MS = 1000
-"""How often the claim's group member polls (it fetches nothing; polling keeps it in
-the group, far inside aiokafka's `max_poll_interval_ms`)."""
 
 
 def partition_for(session_id: str, partitions: int) -> int:
@@ -68,62 +68,6 @@ def partition_for(session_id: str, partitions: int) -> int:
     ids = list(range(partitions))
     partition: int = DefaultPartitioner()(session_id.encode("utf-8"), ids, ids)
     return partition
-
-
-def runtime_group(verdicts_topic: str) -> str:
-    """The default consumer group of a deployment's runtime processes."""
-    return f"loopwatch-runtimes.{verdicts_topic}"
-
-
-class PartitionClaim(ConsumerRebalanceListener):  # type: ignore[misc]
-    """The verdict partitions the group assigns to this process (`claimed`).
-
-    `consumer` is a not yet started `AIOKafkaConsumer` with the group id; `on_change` is
-    called with each new assignment. During a rebalance the previous claim stays in
-    use (revocation changes nothing here): its verdicts are read on anyway.
-    """
-
-    def __init__(self, consumer: AIOKafkaConsumer, topic: str) -> None:
-        self._consumer = consumer
-        self._topic = topic
-        self.claimed: frozenset[int] = frozenset()
-        self.assignments = 0
-        """How many assignments the group has made to this process."""
-        self.on_change: Callable[[frozenset[int]], None] = lambda _claimed: None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        await self._consumer.start()
-        self._consumer.subscribe([self._topic], listener=self)
-        self._task = asyncio.create_task(self._poll(), name="loopwatch-verdict-claim")
-
-    async def stop(self) -> None:
-        """Leave the group (the others rebalance at once) and stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self._consumer.stop()
-
-    async def _poll(self) -> None:
-        while True:
-            try:
-                await self._consumer.getmany(timeout_ms=CLAIM_POLL_MS)  # all paused
-            except KafkaError as exc:
-                log.warning("verdict partition claim: %s; retrying", type(exc).__name__)
-                await asyncio.sleep(_ERROR_BACKOFF_SECONDS)
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        """Nothing: the previous claim is stamped and read until the next assignment."""
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        if assigned:
-            self._consumer.pause(*assigned)  # membership only: never fetch
-        self.claimed = frozenset(tp.partition for tp in assigned)
-        self.assignments += 1
-        log.info("verdict partitions claimed: %s", sorted(self.claimed) or "none")
-        self.on_change(self.claimed)
 
 
 class VerdictReader:
@@ -299,7 +243,7 @@ class VerdictReader:
                 batches = await self._consumer.getmany(timeout_ms=500, max_records=1000)
             except KafkaError as exc:
                 log.warning("verdict reader: %s; retrying", type(exc).__name__)
-                await asyncio.sleep(_ERROR_BACKOFF_SECONDS)
+                await asyncio.sleep(ERROR_BACKOFF_SECONDS)
                 continue
             for records in batches.values():
                 self.records_received += len(records)
