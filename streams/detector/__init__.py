@@ -8,11 +8,11 @@ from loopwatch.streams.detector.core import (
     Observation,
     advance,
     expire_episodes,
-    first_match,
     observe,
     observe_episodes,
 )
 from loopwatch.streams.detector.episodes import MAX_PENDING_CALLS, OpenEpisode
+from loopwatch.streams.detector.matching import first_match
 from loopwatch.streams.detector.rules import (
     ALL_RULES,
     EXTENDED_ORDER,

@@ -7,11 +7,9 @@ independent of the session's length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
 
 from loopwatch.models import (
     AgentEvent,
@@ -27,7 +25,8 @@ from loopwatch.models import (
 )
 from loopwatch.models.volatile import ResultCleaner
 from loopwatch.streams.detector.episodes import OpenEpisode, pending_calls, track
-from loopwatch.streams.detector.rules import ALL_RULES, Hit, Rule, RuleSet
+from loopwatch.streams.detector.matching import checked_hit, first_match
+from loopwatch.streams.detector.rules import ALL_RULES, RuleSet
 from loopwatch.streams.detector.rules.base import Match
 from loopwatch.streams.detector.state import MAX_REMEMBERED_CALLS, SessionState
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS, WarningTexts
@@ -193,7 +192,7 @@ def episode_subject(state: SessionState, config: DetectionConfig, name: RuleName
     parts = state.parts
     for check, index, rule in state.rules.for_config(config):
         if rule.name == name:
-            hit = _checked(rule, check, parts[index], config)
+            hit = checked_hit(rule, check, parts[index], config)
             return None if hit is None else _subject_digest(hit.subject)
     return None
 
@@ -279,50 +278,3 @@ def _signature(state: SessionState, event: ToolResult, cleaner: ResultCleaner | 
     else:
         result = fingerprint_digest(cleaner.fingerprint(event.tool_name, event.result, event.error))
     return f"{call}:{result}"
-
-
-def first_match(state: SessionState, config: DetectionConfig) -> Match | None:
-    """The first rule that `config` enables (of the state's rule set) that matches."""
-    parts = state.parts
-    if not config.has_tool_policy:
-        for check, index, rule in state.rules.for_config(config):
-            hit = check(parts[index], config)
-            if hit is not None:
-                return Match(rule, hit)
-        return None
-    for check, index, rule in state.rules.for_config(config):
-        hit = _checked(rule, check, parts[index], config)
-        if hit is not None:
-            return Match(rule, hit)
-    return None
-
-
-def _checked(
-    rule: Rule[Any],
-    check: Callable[[Any, DetectionConfig], Hit | None],
-    part: Any,
-    config: DetectionConfig,
-) -> Hit | None:
-    """A rule's hit under `config`, with exempt tools and per-tool thresholds (§9.6)
-    applied after counting for the rules whose check does not apply them itself."""
-    if rule.applies_policy or not config.has_tool_policy:
-        return check(part, config)
-    hit = check(part, _COUNTING)
-    if hit is None:
-        return None
-    limit = config.threshold_for(rule.name, hit.tool_names)
-    if limit is None or hit.count < limit:
-        return None
-    return Hit(hit.tool_names, hit.count, limit, hit.subject)
-
-
-_COUNTING = DetectionConfig(
-    threshold=1,
-    mutating_failure_threshold=1,
-    call_in_turn_threshold=1,
-    cycle_threshold=1,
-    error_threshold=1,
-    call_floor_threshold=1,
-)
-"""Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
-there, and the threshold is decided after it (counts never depend on a threshold)."""
