@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from loopwatch.models import LoopEpisode, LoopVerdict, LoopWarning, PolicyRef
+from loopwatch.streams import detector
 from loopwatch.streams.detector import core, episodes
 
 _WARNING = LoopWarning(
@@ -36,15 +37,15 @@ def test_verdict_wire_form_and_validator(fields: dict[str, object]) -> None:
 
 
 def test_warning_and_episode_through_their_validators() -> None:
-    hit = core.Hit(("a", "b"), 3, 3, "subject")
-    match = core.Match(core.ALL_RULES.rules[1], hit)
-    warning = core.warning_of(match)
+    hit = detector.Hit(("a", "b"), 3, 3, "subject")
+    match = detector.Match(detector.ALL_RULES.rules[1], hit)
+    warning = detector.warning_of(match)
     assert warning == LoopWarning(
         rule=match.rule.name,
         tool_names=("a", "b"),
         count=3,
         threshold=3,
-        message=core.DEFAULT_TEXTS.render(match.rule.name, ("a", "b"), 3, 3),
+        message=detector.DEFAULT_TEXTS.render(match.rule.name, ("a", "b"), 3, 3),
     )
     open_episode = episodes.OpenEpisode(
         "repeated_result", "0123456789abcdef", ("a",), "agent", 4, _AT, 6, _AT, 3, 2
@@ -68,4 +69,4 @@ def test_warning_and_episode_through_their_validators() -> None:
     )
     assert closed.to_json() == closed.model_dump_json().encode("utf-8")
     with pytest.raises(ValueError):  # still validated: a count below 1 is refused
-        core.warning_of(core.Match(match.rule, core.Hit(("a",), 0, 3, "s")))
+        detector.warning_of(detector.Match(match.rule, detector.Hit(("a",), 0, 3, "s")))
