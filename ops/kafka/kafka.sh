@@ -24,8 +24,8 @@
 #   SCRAM users at format time, and writes each user's client settings to
 #   <datadir>/clients/USER.{sasl,mtls}.env. Users (= principals): admin (the only super
 #   user), worker, runtime, dashboard, bridge, and tenant-{a,b}-{worker,runtime};
-#   the certificate of CN=NAME is the principal User:NAME. No ACLs are made here:
-#   `loopwatch acls` prints (or applies) each role's (docs/operations.md, "Security").
+#   the certificate of CN=NAME is the principal User:NAME. No ACLs are made here: only
+#   admin can do anything until someone grants rights (docs/operations.md, "Security").
 #
 # Environment (all optional):
 #   KAFKA_PORT (9092; --secure: KAFKA_SECURE_PORT, 9192), KAFKA_CONTROLLER_PORT (port + 1;

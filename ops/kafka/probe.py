@@ -45,9 +45,7 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
-def live_brokers(
-    host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None
-) -> int:
+def live_brokers(host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None) -> int:
     """How many brokers the one at host:port reports as serving (0 while still fenced)."""
     with socket.create_connection((host, port), timeout=timeout) as raw:
         sock = raw if tls is None else tls.wrap_socket(raw, server_hostname=host)

@@ -170,9 +170,7 @@ async def ensure_topics(
     if missing:
         response = await admin.create_topics(
             [
-                NewTopic(
-                    s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs)
-                )
+                NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
                 for s in missing
             ],
             timeout_ms=int(timeout * 1000),
@@ -184,8 +182,7 @@ async def ensure_topics(
                 raise TopicError(
                     f"topic {name} is missing and this principal may not create it (no "
                     f"CREATE right on topic {name}, or no DESCRIBE to see that it exists): "
-                    "an admin creates the topics with `loopwatch topics create`, and "
-                    "`loopwatch acls` lists each role's rights"
+                    "an admin creates the topics with `loopwatch topics create`"
                 )
             elif code != TopicAlreadyExistsError.errno:
                 reason = message[0] if message and message[0] else for_code(code).__name__

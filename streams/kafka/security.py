@@ -28,7 +28,7 @@ def certificate_expiry(path: str) -> datetime | None:
 
         with open(path, "rb") as handle:
             return x509.load_pem_x509_certificate(handle.read()).not_valid_after_utc
-    except Exception:  # noqa: BLE001  (any unreadable certificate: the TLS error says more)
+    except Exception:
         return None
 
 
