@@ -5,6 +5,7 @@ port is not enough: a KRaft broker accepts connections before it is unfenced, an
 unfenced broker is listed in a Metadata response.
 
     python3 probe.py HOST:PORT [--deadline SECONDS] [--pid PID]
+                     [--cafile CA --certfile CERT --keyfile KEY]   (a TLS listener)
         exit 0 once ready; 1 at the deadline, or at once if process PID has exited
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -43,9 +45,10 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
-def live_brokers(host: str, port: int, timeout: float) -> int:
+def live_brokers(host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None) -> int:
     """How many brokers the one at host:port reports as serving (0 while still fenced)."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        sock = raw if tls is None else tls.wrap_socket(raw, server_hostname=host)
         sock.settimeout(timeout)
         sock.sendall(_metadata_request(correlation_id=1))
         (size,) = struct.unpack(">i", _read_exact(sock, 4))
@@ -76,13 +79,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("address", help="HOST:PORT of the broker")
     parser.add_argument("--deadline", type=float, default=0.0, help="seconds to keep trying")
     parser.add_argument("--pid", type=int, help="give up as soon as this process has exited")
+    parser.add_argument("--cafile", help="TLS: the CA of the broker's certificate")
+    parser.add_argument("--certfile", help="TLS: the client certificate (mTLS)")
+    parser.add_argument("--keyfile", help="TLS: the client certificate's key")
     args = parser.parse_args(argv)
+    tls = None
+    if args.cafile:
+        tls = ssl.create_default_context(cafile=args.cafile)
+        if args.certfile:
+            tls.load_cert_chain(args.certfile, args.keyfile)
     host, _, port = args.address.rpartition(":")
     give_up_at = time.monotonic() + args.deadline
     last_error = "no answer"
     while True:
         try:
-            if live_brokers(host, int(port), timeout=2.0) > 0:
+            if live_brokers(host, int(port), timeout=2.0, tls=tls) > 0:
                 return 0
             last_error = "the broker lists no live brokers yet (still starting)"
         except (OSError, ConnectionError, struct.error) as exc:

@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.errors import (
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    for_code,
+)
 
+from loopwatch.streams.kafka.security import refusal
 from loopwatch.streams.settings import Settings
 
 RETRY_BACKOFF_SECONDS = 0.25
@@ -23,6 +29,11 @@ RETRY_BACKOFF_SECONDS = 0.25
 
 class BrokerUnreachable(RuntimeError):
     """No broker answered a metadata request before the deadline."""
+
+
+class BrokerDenied(BrokerUnreachable):
+    """The broker refused our credentials or certificate, or an ACL is missing: the
+    message names the setting or the right; retrying would not help."""
 
 
 class TopicError(RuntimeError):
@@ -99,11 +110,15 @@ async def connect_admin(settings: Settings, timeout: float = 30.0) -> AIOKafkaAd
     """A started admin client, once a broker has answered a metadata request.
 
     Retries until `timeout` seconds have passed (a broker may still be starting), then
-    raises BrokerUnreachable naming the bootstrap servers.
+    raises BrokerUnreachable naming the bootstrap servers. A secured broker that refuses
+    the credentials or certificate raises BrokerDenied at once (streams.kafka.security).
     """
     deadline = time.monotonic() + timeout
     detail = "no attempt"
     while True:
+        reason = await refusal(settings)
+        if reason is not None:
+            raise BrokerDenied(reason)
         remaining = deadline - time.monotonic()
         admin = AIOKafkaAdminClient(
             **settings.aiokafka_kwargs(),
@@ -145,22 +160,33 @@ async def ensure_topics(
     """Create the topics that are missing; check the partitions of those that exist.
 
     Idempotent. An existing topic keeps its configs: changing retention on a live topic
-    is an operator's decision, not a side effect of start-up.
+    is an operator's decision, not a side effect of start-up. Only missing topics are
+    created, so a principal without the CREATE right (least privilege: an admin made the
+    topics) only needs DESCRIBE on them.
     """
-    response = await admin.create_topics(
-        [
-            NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
-            for s in specs
-        ],
-        timeout_ms=int(timeout * 1000),
-    )
+    existing = await partition_counts(admin, [s.name for s in specs])
+    missing = [s for s in specs if s.name not in existing]
     created: set[str] = set()
-    for name, code, *message in response.topic_errors:
-        if code == 0:
-            created.add(name)
-        elif code != TopicAlreadyExistsError.errno:
-            reason = message[0] if message and message[0] else for_code(code).__name__
-            raise TopicError(f"creating topic {name} failed: {reason}")
+    if missing:
+        response = await admin.create_topics(
+            [
+                NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
+                for s in missing
+            ],
+            timeout_ms=int(timeout * 1000),
+        )
+        for name, code, *message in response.topic_errors:
+            if code == 0:
+                created.add(name)
+            elif code == TopicAuthorizationFailedError.errno:
+                raise TopicError(
+                    f"topic {name} is missing and this principal may not create it (no "
+                    f"CREATE right on topic {name}, or no DESCRIBE to see that it exists): "
+                    "an admin creates the topics with `loopwatch topics create`"
+                )
+            elif code != TopicAlreadyExistsError.errno:
+                reason = message[0] if message and message[0] else for_code(code).__name__
+                raise TopicError(f"creating topic {name} failed: {reason}")
     counts = await _wait_for_leaders(admin, [s.name for s in specs], timeout)
     for spec in specs:
         if spec.must_match_partitions and counts[spec.name] != spec.partitions:

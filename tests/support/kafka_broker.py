@@ -82,3 +82,54 @@ def check_reachable(bootstrap_servers: str) -> None:
         asyncio.run(wait_for_broker(settings, timeout=REACH_TIMEOUT_SECONDS))
     except (SettingsError, BrokerUnreachable) as exc:
         raise BrokerUnavailable(str(exc)) from exc
+
+
+class SecureBroker:
+    """The `kafka.sh --secure` broker: SASL_SSL (SCRAM) and mTLS listeners, ACLs on."""
+
+    def __init__(self, datadir: Path) -> None:
+        self.datadir = datadir
+
+    def env(self, user: str, kind: str = "sasl") -> dict[str, str]:
+        """USER's client settings (KAFKA_* variables) over `sasl` or `mtls`."""
+        lines = (self.datadir / "clients" / f"{user}.{kind}.env").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    def password(self, user: str) -> str:
+        return (self.datadir / "secrets" / f"{user}.password").read_text().strip()
+
+    def tls(self, name: str) -> Path:
+        return self.datadir / "tls" / name
+
+
+def _kafka_sh_secure(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LOOPWATCH_KAFKA_LEASE": str(os.getpid())}
+    return subprocess.run(
+        [str(KAFKA_SH), "--secure", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_secure_broker() -> SecureBroker:
+    """Start (or reuse) the secured broker of ops/kafka, holding a lease on it."""
+    try:
+        up = _kafka_sh_secure("acquire", timeout=START_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired as exc:
+        raise BrokerUnavailable(
+            f"ops/kafka/kafka.sh --secure acquire did not finish within {START_TIMEOUT_SECONDS} s"
+        ) from exc
+    if up.returncode != 0:
+        raise BrokerUnavailable(
+            f"ops/kafka/kafka.sh --secure acquire failed (exit {up.returncode}):\n"
+            f"{up.stdout}{up.stderr}"
+        )
+    datadir = _kafka_sh_secure("datadir", timeout=30).stdout.strip()
+    return SecureBroker(Path(datadir))
+
+
+def release_secure_broker() -> None:
+    _kafka_sh_secure("release", timeout=120)
