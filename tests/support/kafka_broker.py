@@ -42,12 +42,14 @@ def no_broker(reason: str) -> NoReturn:
     pytest.skip(message + " (set KAFKA_BOOTSTRAP_SERVERS, or make sure Java and Maven work)")
 
 
-def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _kafka_sh(
+    command: str, timeout: float, *, secure: bool = False
+) -> subprocess.CompletedProcess[str]:
     # the lease is held by this pytest process: if it dies without releasing, the next
     # `release` by anyone sees a dead holder and may stop the broker
     env = {**os.environ, "LOOPWATCH_KAFKA_LEASE": str(os.getpid())}
     return subprocess.run(
-        [str(KAFKA_SH), command],
+        [str(KAFKA_SH), *(["--secure"] if secure else []), command],
         env=env,
         capture_output=True,
         text=True,
@@ -56,18 +58,24 @@ def _kafka_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
     )
 
 
-def start_local_broker() -> None:
-    """Start (or reuse) the ops/kafka broker, holding a lease on it."""
+def _acquire(*, secure: bool) -> None:
+    """Start (or reuse) a broker of ops/kafka, holding a lease on it."""
+    script = "ops/kafka/kafka.sh --secure" if secure else "ops/kafka/kafka.sh"
     try:
-        up = _kafka_sh("acquire", timeout=START_TIMEOUT_SECONDS)
+        up = _kafka_sh("acquire", timeout=START_TIMEOUT_SECONDS, secure=secure)
     except subprocess.TimeoutExpired as exc:
         raise BrokerUnavailable(
-            f"ops/kafka/kafka.sh acquire did not finish within {START_TIMEOUT_SECONDS} s"
+            f"{script} acquire did not finish within {START_TIMEOUT_SECONDS} s"
         ) from exc
     if up.returncode != 0:
         raise BrokerUnavailable(
-            f"ops/kafka/kafka.sh acquire failed (exit {up.returncode}):\n{up.stdout}{up.stderr}"
+            f"{script} acquire failed (exit {up.returncode}):\n{up.stdout}{up.stderr}"
         )
+
+
+def start_local_broker() -> None:
+    """Start (or reuse) the ops/kafka broker, holding a lease on it."""
+    _acquire(secure=False)
 
 
 def release_local_broker() -> None:
@@ -102,34 +110,12 @@ class SecureBroker:
         return self.datadir / "tls" / name
 
 
-def _kafka_sh_secure(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPWATCH_KAFKA_LEASE": str(os.getpid())}
-    return subprocess.run(
-        [str(KAFKA_SH), "--secure", command],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def start_secure_broker() -> SecureBroker:
     """Start (or reuse) the secured broker of ops/kafka, holding a lease on it."""
-    try:
-        up = _kafka_sh_secure("acquire", timeout=START_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired as exc:
-        raise BrokerUnavailable(
-            f"ops/kafka/kafka.sh --secure acquire did not finish within {START_TIMEOUT_SECONDS} s"
-        ) from exc
-    if up.returncode != 0:
-        raise BrokerUnavailable(
-            f"ops/kafka/kafka.sh --secure acquire failed (exit {up.returncode}):\n"
-            f"{up.stdout}{up.stderr}"
-        )
-    datadir = _kafka_sh_secure("datadir", timeout=30).stdout.strip()
+    _acquire(secure=True)
+    datadir = _kafka_sh("datadir", timeout=30, secure=True).stdout.strip()
     return SecureBroker(Path(datadir))
 
 
 def release_secure_broker() -> None:
-    _kafka_sh_secure("release", timeout=120)
+    _kafka_sh("release", timeout=120, secure=True)
