@@ -327,8 +327,12 @@ class ReplaySession:
             return False, None
         self.history.append(event)
         self.last_seq = event.seq
-        warning = expected_warning(self.history, self.config)
+        warning = self.judge()
         if event.type == "session_end":
             self.history = []
             self.last_seq = None
         return True, warning
+
+    def judge(self) -> ExpectedWarning | None:
+        """The warning the history so far expects (the re-scan of every event)."""
+        return expected_warning(self.history, self.config)

@@ -510,13 +510,5 @@ def expected_warning(
 class ReplaySession(reference.ReplaySession):
     """tests/support/reference.py's replay, judged by §9 instead of docs/contract.md §4 alone."""
 
-    def feed(self, event: AgentEvent) -> tuple[bool, ExpectedWarning | None]:
-        if self.last_seq is not None and event.seq <= self.last_seq:
-            return False, None
-        self.history.append(event)
-        self.last_seq = event.seq
-        warning = expected_warning(self.history, self.config)
-        if event.type == "session_end":
-            self.history = []
-            self.last_seq = None
-        return True, warning
+    def judge(self) -> ExpectedWarning | None:
+        return expected_warning(self.history, self.config)
