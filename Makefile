@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: help venv run test test-unit lint typecheck format bench bench-worker kafka-up kafka-down kafka-logs schema clean
+.PHONY: help lock venv run test test-unit lint typecheck format bench bench-worker kafka-up kafka-down kafka-logs schema clean
 
 help:
 	@echo "make run        the live demo: broker, worker and a small simulated fleet"
@@ -12,12 +12,23 @@ help:
 	@echo "make bench      the core and scan benchmarks (ops/bench/); make bench-worker needs a broker"
 	@echo "make kafka-up | kafka-down | kafka-logs   the local Apache Kafka broker"
 
-# The venv is rebuilt when pyproject.toml changes.
-$(BIN)/loopwatch: pyproject.toml
+# The venv is rebuilt when pyproject.toml or the pinned versions change.
+CONSTRAINTS := ops/constraints.txt
+$(BIN)/loopwatch: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,rocksdb]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,rocksdb]'
 	@touch $@
+
+# Re-pins every dependency to the newest versions pyproject.toml allows (then run make test).
+lock:
+	rm -rf .cache/lock-venv
+	$(PYTHON) -m venv .cache/lock-venv
+	.cache/lock-venv/bin/pip install --quiet --upgrade pip
+	.cache/lock-venv/bin/pip install --quiet -e '.[dev,rocksdb]'
+	{ sed -n '1,2p' $(CONSTRAINTS); .cache/lock-venv/bin/pip freeze --exclude-editable | grep -v '^-e'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf .cache/lock-venv
 
 # mypy checks the package under its installed names (`loopwatch.models`, ...): a tree of
 # links in .cache/typecheck, made here and never committed (the repository holds no

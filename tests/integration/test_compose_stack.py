@@ -71,7 +71,11 @@ def stack() -> Iterator[tuple[dict[str, str], str]]:
     )
     # the worker's dependencies as wheels built here, where the package index answers
     WHEELS.mkdir(exist_ok=True)
-    run(sys.executable, "-m", "pip", "wheel", "-q", "-w", WHEELS, f"{ROOT}[worker,rocksdb]")
+    constraints = ROOT / "ops" / "constraints.txt"
+    run(
+        sys.executable, "-m", "pip", "wheel", "-q", "-w", WHEELS,
+        "-c", constraints, f"{ROOT}[worker,rocksdb]",
+    )  # fmt: skip
     run(sys.executable, "-m", "pip", "wheel", "-q", "-w", WHEELS, "setuptools>=77")
     project = f"lwstack{uuid.uuid4().hex[:8]}"
     kafka_port, worker_port = free_ports(), free_ports()
