@@ -5,14 +5,18 @@ for it), process it, ack it (only then may its offset be committed)."""
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 import pytest
 from faust.transport.conductor import Conductor
 from faust.types import TP, Message
 
+from loopwatch.streams.kafka.faust_ext.app import InboundTimeSensor
 from loopwatch.streams.kafka.faust_ext.inline import InlineConductor, inline_callback
 from loopwatch.streams.kafka.faust_ext.offset_guard import FlowEvent
+from loopwatch.streams.worker.app import create_app
+from tests.stream.settings_for_tests import stream_settings
 
 EVENTS = TP("events", 0)
 
@@ -42,8 +46,14 @@ class FlowControl:
         return self.active
 
 
+class Monitor:
+    def __init__(self) -> None:
+        self.stream_inbound_time: dict[TP, float] = {}
+
+
 class App:
     def __init__(self) -> None:
+        self.monitor = Monitor()
         self.consumer = Consumer()
         self.consumer_generation_id = 3
         self.flow_control = FlowControl()
@@ -136,3 +146,28 @@ async def test_fetched_records_are_counted_down_as_they_are_handed_over() -> Non
     assert app.consumer.fetched_waiting == 1
     await on_record(record(2))
     assert app.consumer.fetched_waiting == 0
+
+
+async def test_each_processed_record_feeds_fausts_stall_check() -> None:
+    """faust's livelock detector logs "Stream has not started processing" at ERROR for a
+    partition whose backlog is older than `stream_processing_timeout` unless the
+    Monitor's `stream_inbound_time` says when the partition last handed an event over."""
+    app = App()
+    on_record, _ = callback(app)
+    before = monotonic()
+    await on_record(record(7))
+    assert app.monitor.stream_inbound_time[EVENTS] >= before
+    skipped = App()
+    on_skipped, _ = callback(skipped)
+    await on_skipped(record(8, generation=2))
+    assert skipped.monitor.stream_inbound_time == {}, "a skipped record is not processing"
+
+
+async def test_the_app_keeps_the_stall_checks_input_without_fausts_monitor() -> None:
+    app = create_app(stream_settings())
+    app.on_init_dependencies()
+    assert app.monitor not in app.sensors, "faust's Monitor and its per-event statistics"
+    (sensor,) = [s for s in app.sensors if isinstance(s, InboundTimeSensor)]
+    app.sensors.on_stream_event_in(EVENTS, 5, None, None)  # type: ignore[arg-type]
+    assert EVENTS in app.monitor.stream_inbound_time
+    assert sensor.inbound_times is app.monitor.stream_inbound_time

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from time import monotonic
 from typing import Any
 
 import faust
@@ -13,6 +14,18 @@ import faust
 from loopwatch.streams.kafka.faust_ext.inline import InlineConductor
 from loopwatch.streams.kafka.faust_ext.offset_guard import GuardedTransport
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable
+
+
+class InboundTimeSensor(faust.Sensor):
+    """Records when a stream last took an event of each partition (what faust's Monitor
+    records for its stall check, and nothing else)."""
+
+    def __init__(self, inbound_times: dict[Any, float], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.inbound_times = inbound_times
+
+    def on_stream_event_in(self, tp: Any, offset: int, stream: Any, event: Any) -> None:
+        self.inbound_times[tp] = monotonic()
 
 
 class LoopwatchApp(faust.App):
@@ -30,16 +43,21 @@ class LoopwatchApp(faust.App):
         return await super().maybe_start_producer()
 
     def on_init_dependencies(self) -> Any:
-        """faust's services, with a no-op sensor in place of its Monitor.
+        """faust's services, with a sensor that keeps only the stall check's input in
+        place of its Monitor.
 
         The Monitor keeps per-message and per-event statistics (timestamps, deques,
         per-topic counters) for faust's own web views, which this worker does not serve;
-        loopwatch's metrics are its own (figures: docs/architecture.md). One sensor stays
-        (faust warns at each rebalance when none gave it a rebalance state).
+        loopwatch's metrics are its own (figures: docs/architecture.md). faust's stall
+        check (the consumer's livelock detector) still reads the Monitor's
+        `stream_inbound_time`: left unfed, every partition with a backlog older than
+        `stream_processing_timeout` logged "Stream has not started processing" at ERROR
+        while its events were being processed. `InboundTimeSensor` feeds it for streams;
+        `inline_callback` does so for the events topic.
         """
         services = super().on_init_dependencies()
         self.sensors.remove(self.monitor)
-        self.sensors.add(faust.Sensor())
+        self.sensors.add(InboundTimeSensor(self.monitor.stream_inbound_time))
         return services
 
     def _new_conductor(self) -> Any:

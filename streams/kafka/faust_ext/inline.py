@@ -20,6 +20,7 @@ rebalance waits for it, `Consumer.wait_empty`), process it, ack it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from time import monotonic
 from typing import Any
 
 from faust.transport.conductor import Conductor
@@ -54,6 +55,10 @@ def inline_callback(app: Any, process: RecordCallback) -> RecordCallback:
     A record whose `process` raises stays unacked and the exception goes on to the
     consumer's fetch loop (the worker stops; a restart reads the record again)."""
 
+    # faust's stall check reads when each partition last handed an event over (see
+    # `LoopwatchApp.on_init_dependencies`)
+    inbound_times: dict[Any, float] = app.monitor.stream_inbound_time
+
     async def on_record(message: Any) -> None:
         consumer = app.consumer
         consumer.fetched_waiting -= 1
@@ -65,6 +70,7 @@ def inline_callback(app: Any, process: RecordCallback) -> RecordCallback:
             return  # as faust's stream drops it: not processed, not acked
         message.tracked = True
         consumer.track_message(message)
+        inbound_times[message.tp] = monotonic()
         consumer.inline_busy = True
         try:
             await process(message)
