@@ -61,6 +61,21 @@ def _retention(seconds: int) -> dict[str, str]:
     return {"retention.ms": str(-1 if seconds == -1 else seconds * 1000)}
 
 
+CHANGELOG_CONFIGS = {
+    "cleanup.policy": "compact",
+    # Compaction never touches the active segment, and Kafka's defaults (1 GiB, 7 days)
+    # left a partition's whole history uncompacted: a restart without local state re-read
+    # one ~1 KB snapshot per event instead of one per open session. 64 MiB or one hour,
+    # whichever comes first, ...
+    "segment.bytes": str(64 * 1024 * 1024),
+    "segment.ms": str(60 * 60 * 1000),
+    # ... and a partition is cleaned once a fifth of it is superseded snapshots (Kafka's
+    # default waits for half).
+    "min.cleanable.dirty.ratio": "0.2",
+}
+"""The sessions changelog's topic configs (docs/operations.md, "The changelog")."""
+
+
 def topic_specs(settings: Settings) -> list[TopicSpec]:
     """Every topic the worker reads or writes, with its partitions and configs."""
     n, rf = settings.partitions, settings.replication_factor
@@ -73,13 +88,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             must_match_partitions=True,
         ),
         # compacted, never deleted by age: it is the table's state
-        TopicSpec(
-            settings.changelog_topic,
-            n,
-            rf,
-            {"cleanup.policy": "compact"},
-            must_match_partitions=True,
-        ),
+        TopicSpec(settings.changelog_topic, n, rf, CHANGELOG_CONFIGS, must_match_partitions=True),
         # read whole by every runtime's client: few partitions (Settings.verdict_partitions)
         TopicSpec(
             settings.verdicts_topic,

@@ -6,7 +6,12 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from loopwatch.streams.kafka.admin import TopicError, create_topics, partition_counts
+from loopwatch.streams.kafka.admin import (
+    CHANGELOG_CONFIGS,
+    TopicError,
+    create_topics,
+    partition_counts,
+)
 from loopwatch.streams.settings import Settings
 
 pytestmark = pytest.mark.kafka
@@ -51,6 +56,9 @@ async def test_creates_every_topic_with_its_partitions_and_configs(
     assert counts == partitions(kafka_settings)
     s = kafka_settings
     assert await topic_config(kafka_admin, s.changelog_topic, "cleanup.policy") == "compact"
+    for key, value in CHANGELOG_CONFIGS.items():
+        assert await topic_config(kafka_admin, s.changelog_topic, key) == value
+    assert int(CHANGELOG_CONFIGS["segment.bytes"]) < 1024**3, "below Kafka's default"
     assert await topic_config(kafka_admin, s.config_topic, "cleanup.policy") == "compact"
     assert await topic_config(kafka_admin, s.events_topic, "cleanup.policy") == "delete"
     for topic, seconds in [
