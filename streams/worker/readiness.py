@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from loopwatch.streams.kafka.faust_ext.recovery_progress import recovery_progress
 from loopwatch.streams.worker.broker_outage import BrokerOutage
 
 
@@ -75,8 +76,13 @@ class Readiness:
             reasons.append("no partitions of the events topic assigned")
         if self.app.rebalancing:
             reasons.append("rebalancing")
-        if self.app.in_recovery:
-            reasons.append("recovering the sessions table from its changelog")
+        progress = recovery_progress(self.app)
+        if progress is not None:
+            reasons.append(
+                "recovering the sessions table from its changelog "
+                f"({progress.restored} of {progress.to_restore} records, "
+                f"{progress.fraction:.0%})"
+            )
         if self.processing.stalled:
             reasons.append(
                 f"event processing crashed ({self.processing.last_error}) "
@@ -94,6 +100,12 @@ class Readiness:
             # the name before 0.2 (faust's "agent"), kept for a release
             "agent_crashes": self.processing.crashes,
         }
+        if progress is not None:
+            document["recovery"] = {
+                "restored": progress.restored,
+                "to_restore": progress.to_restore,
+                "remaining": progress.remaining,
+            }
         if reasons:
             document["reasons"] = reasons
         return not reasons, document
@@ -118,9 +130,29 @@ class _ProcessingCrashes(Collector):
         )
 
 
+class _Recovery(Collector):
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[Metric]:
+        progress = recovery_progress(self.app)
+        yield GaugeMetricFamily(
+            "loopwatch_recovery_records_remaining",
+            "Changelog records this worker still has to restore (0: no recovery).",
+            value=0 if progress is None else progress.remaining,
+        )
+        yield GaugeMetricFamily(
+            "loopwatch_recovery_records_to_restore",
+            "Changelog records the recovery under way started with (0: no recovery).",
+            value=0 if progress is None else progress.to_restore,
+        )
+
+
 def serve_health(app: Any, readiness: Readiness, registry: CollectorRegistry) -> None:
-    """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`."""
+    """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`
+    and the recovery's progress (`loopwatch_recovery_records_*`)."""
     registry.register(_ProcessingCrashes(readiness.processing))
+    registry.register(_Recovery(app))
 
     async def healthz(web: Any, request: Any) -> Any:
         return web.json({"status": "ok"})

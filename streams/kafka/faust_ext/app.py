@@ -13,6 +13,7 @@ import faust
 
 from loopwatch.streams.kafka.faust_ext.inline import InlineConductor
 from loopwatch.streams.kafka.faust_ext.offset_guard import GuardedTransport
+from loopwatch.streams.kafka.faust_ext.recovery_progress import ProgressTableManager
 from loopwatch.streams.kafka.faust_ext.session_table import SessionTable
 
 
@@ -73,6 +74,8 @@ def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> Loopw
     options: dict[str, Any] = {
         "Event": GuardedEvent,
         "Table": SessionTable,
+        # restored / to restore, for /ready and loopwatch_recovery_* (recovery_progress)
+        "TableManager": ProgressTableManager,
         "broker": [f"kafka://{server}" for server in settings.bootstrap_servers.split(",")],
         **settings.faust_security(),
         "store": settings.store_url,

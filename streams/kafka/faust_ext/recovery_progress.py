@@ -1,0 +1,65 @@
+"""How far a table recovery has come: records restored out of those to restore.
+
+faust's recovery service knows, per changelog partition, the offset it seeks to and the
+partition's high-water mark, but keeps no total: `/ready` and the metrics said only
+"recovering" for as long as a big table took to rebuild (minutes). `ProgressRecovery`
+notes how many records were left when a recovery started; `RecoveryProgress` reads it
+with what is left now. Offsets count compacted-away records too, so the figures are an
+upper bound on records read, and exact at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from faust.tables.manager import TableManager
+from faust.tables.recovery import Recovery
+
+
+@dataclass(frozen=True)
+class RecoveryProgress:
+    """One reading of a recovery under way."""
+
+    to_restore: int
+    """Changelog records left when the recovery started (all partitions it restores)."""
+    remaining: int
+    """Records left now."""
+
+    @property
+    def restored(self) -> int:
+        return max(0, self.to_restore - self.remaining)
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.to_restore <= 0 else self.restored / self.to_restore
+
+
+class ProgressRecovery(Recovery):
+    """faust's recovery service, noting what it has to restore when it starts."""
+
+    to_restore: int = 0
+
+    def _set_recovery_started(self) -> None:
+        super()._set_recovery_started()
+        # the offsets to seek to and the high-water marks are built by now
+        self.to_restore = int(self.active_remaining_total())
+
+
+class ProgressTableManager(TableManager):
+    """faust's table manager with `ProgressRecovery` (the app's `TableManager` setting)."""
+
+    @property
+    def recovery(self) -> Recovery:
+        if self._recovery is None:
+            self._recovery = ProgressRecovery(self.app, self, beacon=self.beacon, loop=self.loop)
+        return self._recovery
+
+
+def recovery_progress(app: Any) -> RecoveryProgress | None:
+    """The progress of `app`'s table recovery, or None when none is under way."""
+    if not app.in_recovery:
+        return None
+    recovery = app.tables.recovery
+    remaining = int(recovery.active_remaining_total())
+    return RecoveryProgress(getattr(recovery, "to_restore", remaining), remaining)
