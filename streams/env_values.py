@@ -24,13 +24,16 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _SERVER = re.compile(r"\[?[A-Za-z0-9._:-]+\]?:([0-9]{1,5})")
 
 
-def integer(minimum: int, allowed: tuple[int, ...] = ()) -> Parser:
+def integer(minimum: int, allowed: tuple[int, ...] = (), maximum: int | None = None) -> Parser:
     def parse(name: str, raw: str) -> int:
         # "true", "2.0" and "1e3" are rejected: a threshold is a count, said as one
-        if _INTEGER.fullmatch(raw) and (int(raw) >= minimum or int(raw) in allowed):
-            return int(raw)
+        if _INTEGER.fullmatch(raw):
+            value = int(raw)
+            if value in allowed or minimum <= value <= (value if maximum is None else maximum):
+                return value
         extra = "".join(f" or {value}" for value in allowed)
-        raise SettingsError(f"{name} must be an integer >= {minimum}{extra}, got {raw!r}")
+        bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise SettingsError(f"{name} must be an integer {bound}{extra}, got {raw!r}")
 
     return parse
 

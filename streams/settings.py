@@ -48,6 +48,7 @@ MAX_LINGER_MS = 1000
 MAX_FETCH_WAIT_MS = 100
 # Kafka's own bounds are the broker's group.min/max.session.timeout.ms (6 s / 30 min by
 # default); faust requires the session timeout to stay below its 90 s request timeout.
+MAX_STANDBY_REPLICAS = 3
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
 
@@ -120,6 +121,11 @@ class Settings(BaseModel):
     store_url: str = "memory://"
     """faust table store: `memory://` for development, `rocksdb://` for production."""
     data_dir: str = "loopwatch-data"
+    standby_replicas: StrictInt = Field(0, ge=0, le=MAX_STANDBY_REPLICAS)
+    """Other workers that keep a copy of each partition's table up to date, so that one
+    of them takes the partition over without rebuilding it (docs/operations.md)."""
+    rocksdb_cache_mb: StrictInt = Field(128, ge=8, le=1024 * 1024)
+    """The RocksDB block cache of one worker, in MiB, shared out over the partitions."""
     processing_guarantee: ProcessingGuarantee = "at_least_once"
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.kafka.outputs):
@@ -297,6 +303,8 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "max_event_bytes": ("LOOPWATCH_MAX_EVENT_BYTES", integer(1)),
     "store_url": ("LOOPWATCH_STORE", store),
     "data_dir": ("LOOPWATCH_DATA_DIR", text),
+    "standby_replicas": ("LOOPWATCH_STANDBY_REPLICAS", integer(0, maximum=MAX_STANDBY_REPLICAS)),
+    "rocksdb_cache_mb": ("LOOPWATCH_ROCKSDB_CACHE_MB", integer(8)),
     "processing_guarantee": (
         "LOOPWATCH_PROCESSING_GUARANTEE",
         choice("at_least_once", "exactly_once"),

@@ -43,7 +43,9 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
     # allow_empty: a null value must reach the handler (and the DLQ)
     exported = raw_topic(app, settings.spans_topic, allow_empty=True)
     rekeyed = raw_topic(app, settings.internal_topic, allow_empty=True)
-    table, on_changelog = sessions_table(app, TABLE_NAME, partitions=base.partitions)
+    table, on_changelog = sessions_table(
+        app, TABLE_NAME, partitions=base.partitions, cache_mb=base.rocksdb_cache_mb
+    )
     if outputs is None:
         outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
     table.outputs = outputs

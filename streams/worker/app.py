@@ -90,7 +90,9 @@ def create_app(
         idle_ttl=timedelta(seconds=settings.session_ttl_seconds),
         ended_retention=timedelta(seconds=settings.ended_retention_seconds),
     )
-    table, on_changelog = sessions_table(app, TABLE_NAME, partitions=settings.partitions)
+    table, on_changelog = sessions_table(
+        app, TABLE_NAME, partitions=settings.partitions, cache_mb=settings.rocksdb_cache_mb
+    )
     if outputs is None:
         outputs = _default_outputs(app, settings, topics, table)
     # under exactly_once faust's transaction manager writes the changelog

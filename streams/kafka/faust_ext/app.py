@@ -84,8 +84,9 @@ def new_app(app_id: str, settings: Any, *, web_port: int, **extra: Any) -> Loopw
         # Topics are created by `streams.kafka.admin`; the broker has auto-create off.
         "topic_allow_declare": False,
         "topic_disable_leader": True,
-        # No standby replicas: a partition that moves recovers from its changelog.
-        "table_standby_replicas": 0,
+        # Standby copies of each partition's table on other workers (off by default: each
+        # standby reads the changelog of the partitions it stands by for).
+        "table_standby_replicas": settings.standby_replicas,
         "consumer_auto_offset_reset": "earliest",
         # Fail-over in seconds (docs/operations.md): a dead member is noticed after the
         # session timeout (faust's default is 60 s).

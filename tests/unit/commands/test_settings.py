@@ -75,6 +75,8 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_SESSION_TIMEOUT_MS": "6000",
             "LOOPWATCH_HEARTBEAT_INTERVAL_MS": "2000",
             "LOOPWATCH_REBALANCE_TIMEOUT_MS": "30000",
+            "LOOPWATCH_STANDBY_REPLICAS": "1",
+            "LOOPWATCH_ROCKSDB_CACHE_MB": "512",
         }
     )
     assert settings.bootstrap_servers == "k1:9092,k2:19092"
@@ -92,6 +94,7 @@ def test_every_variable_is_read() -> None:
     assert settings.worker_id == "worker-3"
     assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (6000, 2000)
     assert settings.rebalance_timeout_ms == 30000
+    assert (settings.standby_replicas, settings.rocksdb_cache_mb) == (1, 512)
 
 
 def test_empty_value_means_default() -> None:
@@ -152,6 +155,12 @@ def test_empty_value_means_default() -> None:
             "LOOPWATCH_SESSION_TIMEOUT_MS (10000)",
         ),
         ("LOOPWATCH_APP_ID", "..", "LOOPWATCH_APP_ID must be 1-200 characters"),
+        (
+            "LOOPWATCH_STANDBY_REPLICAS",
+            "4",
+            "LOOPWATCH_STANDBY_REPLICAS must be an integer from 0 to 3, got '4'",
+        ),
+        ("LOOPWATCH_ROCKSDB_CACHE_MB", "4", "LOOPWATCH_ROCKSDB_CACHE_MB must be an integer >= 8"),
         ("KAFKA_BOOTSTRAP_SERVERS", "localhost", "KAFKA_BOOTSTRAP_SERVERS must be a comma"),
         ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x", "got 'a:1,b:x'"),
         ("LOOPWATCH_STORE", "redis://", "LOOPWATCH_STORE must start with memory:// or rocksdb://"),
