@@ -1,8 +1,18 @@
-"""Which sessions to delete, by event time: idle ones after the TTL, ended ones after a
-short retention (kept so replayed events of an ended session stay duplicates).
+"""Which sessions to delete: idle ones after the TTL, ended ones after a short retention
+(kept so replayed events of an ended session stay duplicates). docs/contract.md §8.5.
 
-Time is event time per partition: a partition's clock is the newest event `ts` it has seen,
-so expiry happens while processing an event of that partition, which is where faust lets
+Two clocks, so that a session receiving events is never deleted by them:
+
+* A session's own idleness is measured in its own event time by the pipeline (an event
+  more than the TTL after the session's previous one resets its state, `state_reset`),
+  the same rule `loopwatch scan` applies offline.
+* The sweep that deletes sessions which never come back runs on a per-partition *log
+  clock*: the newest Kafka record timestamp the partition has shown, never ahead of the
+  worker's own clock (`advance`). A session's deadline is the TTL after the log clock at
+  its last event, never after its event `ts`: an old-stamped session that is receiving
+  events is as fresh as any other, and a far-future `ts` moves nothing.
+
+Sweeping happens while processing a record of that partition, which is where faust lets
 the agent write the table (the deleted key lives in the same partition).
 """
 
@@ -39,6 +49,14 @@ def epoch_seconds(ts: datetime) -> float:
     return ts.timestamp()  # naive (local time), a zone whose offset may change, a subclass
 
 
+def idle_past(last_ts: datetime, ts: datetime, idle_ttl: float) -> bool:
+    """The per-session rule (docs/contract.md §8.5): an event stamped more than the TTL
+    after its session's previous event finds that session's state expired. Only the
+    session's own timestamps count, so live and `loopwatch scan` agree; an event stamped
+    before the previous one is never a gap."""
+    return epoch_seconds(ts) - epoch_seconds(last_ts) > idle_ttl
+
+
 @dataclass
 class _PartitionIndex:
     deadlines: dict[str, float] = field(default_factory=dict)
@@ -55,17 +73,39 @@ class ExpiryIndex:
         self._ended_retention = ended_retention.total_seconds()
         self._partitions: dict[int, _PartitionIndex] = {}
 
-    def touch(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
-        """Record a session's newest event time (from an agent write or the changelog).
-        The partition has seen that time, so its clock moves there too: a worker that
-        rebuilds the index from the changelog after a crash then starts from the clock
-        the crashed one had (as far as the records read back tell), and a replayed older
-        event finds expired what the first worker found expired."""
-        self.touch_at(partition, session_id, epoch_seconds(last_ts), ended=ended)
+    @property
+    def idle_ttl(self) -> float:
+        """The idle TTL in seconds (the pipeline's per-session rule uses it too)."""
+        return self._idle_ttl
+
+    def advance(self, partition: int, log_time: float | None, now: float) -> float:
+        """Move the partition's log clock to a record's Kafka timestamp `log_time`, at most
+        to `now` (the worker's clock: a producer whose clock runs ahead cannot push the
+        sweep forward) and never back (an old timestamp moves nothing). Returns the clock,
+        the time a session touched by this record was last seen. A record without a
+        timestamp (None) counts as stamped `now`."""
+        index = self._partitions.get(partition)
+        if index is None:
+            index = self._partitions[partition] = _PartitionIndex()
+        bounded = now if log_time is None or log_time > now else log_time
+        index.clock = max(index.clock, bounded)
+        return index.clock
+
+    def clock(self, partition: int) -> float:
+        """The partition's log clock (-inf before its first record)."""
+        index = self._partitions.get(partition)
+        return float("-inf") if index is None else index.clock
+
+    def touch(self, partition: int, session_id: str, seen: datetime, *, ended: bool) -> None:
+        """`touch_at` with a datetime."""
+        self.touch_at(partition, session_id, epoch_seconds(seen), ended=ended)
 
     def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
-        """`touch` with the event time as epoch seconds (`epoch_seconds`): the pipeline
-        converts each event's time once for `touch_at` and `due_at`."""
+        """Record when a session was last seen, on the partition's log clock (epoch
+        seconds: the clock `advance` returned, or a stored record's `seen` read back from
+        the changelog). The partition has seen that time, so its clock moves there too: a
+        worker that rebuilds the index after a crash starts from the clock the crashed one
+        had (as far as the records read back tell)."""
         index = self._partitions.get(partition)
         if index is None:  # (not setdefault: it would build an index on every call)
             index = self._partitions[partition] = _PartitionIndex()
@@ -89,13 +129,13 @@ class ExpiryIndex:
     def sessions(self) -> int:
         return sum(len(index.deadlines) for index in self._partitions.values())
 
-    def due(self, partition: int, event_ts: datetime) -> list[str]:
-        """Advance the partition's clock to `event_ts`; return the sessions past their
-        deadline (and forget them)."""
-        return self.due_at(partition, epoch_seconds(event_ts))
+    def due(self, partition: int, clock: datetime) -> list[str]:
+        """`due_at` with a datetime."""
+        return self.due_at(partition, epoch_seconds(clock))
 
     def due_at(self, partition: int, now: float) -> list[str]:
-        """`due` with the event time as epoch seconds (`epoch_seconds`)."""
+        """Advance the partition's clock to `now` (epoch seconds, normally what `advance`
+        returned); return the sessions past their deadline (and forget them)."""
         index = self._partitions.get(partition)
         if index is None:
             return []

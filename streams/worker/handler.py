@@ -87,6 +87,7 @@ class RecordHandler:
             self._expiry,
             partition=message.partition,
             now=self._clock(),
+            log_time=message.timestamp or None,  # the Kafka timestamp: the sweep's clock
         )
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
@@ -129,6 +130,8 @@ class RecordHandler:
         if warning is not None:
             metrics.count_warning(warning.rule, event.agent_id)
         metrics.count_verdict()
+        if outcome.verdict.state_reset:
+            metrics.state_resets.inc()
         if outcome.record is None:
             metrics.count_expired("ended")
         for _session_id, ended in outcome.expired:
@@ -222,7 +225,7 @@ class RecordHandler:
         index_changelog_record(self._expiry, event.message, SessionRecord.decode, self._recovered)
 
     def _recovered(self, partition: int, session_id: str, record: SessionRecord) -> None:
-        self._expiry.touch(partition, session_id, record.last_ts, ended=record.ended)
+        self._expiry.touch_at(partition, session_id, record.seen_at, ended=record.ended)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:
