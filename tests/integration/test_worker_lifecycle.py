@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +101,15 @@ async def test_session_end_and_idle_expiry_write_tombstones(
     idle = SessionBuilder("idles")
     busy = SessionBuilder("busy")
     events = [ended.user(), ended.end(), idle.user(), busy.user()]
-    busy.seq = 3700  # event time 3700 s later: past the idle session's TTL
+    busy.seq = 3700  # published 3700 s later: past the idle session's TTL
     events.append(busy.user())
 
+    # Published as they happened: the worker sweeps on the records' Kafka timestamps.
+    published_from = int(time.time() * 1000) - 2 * 3600 * 1000
+    stamps = [published_from + e.seq * 1000 for e in events]
     worker = WorkerProcess(env, tmp_path)
     try:
-        await produce(kafka_bootstrap, env.events, event_records(events))
+        await produce(kafka_bootstrap, env.events, event_records(events), timestamps_ms=stamps)
         verdicts = await _verdicts(env, len(events))
         assert len(verdicts) == len(events), worker.log()[-3000:]
     finally:
