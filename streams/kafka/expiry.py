@@ -1,16 +1,20 @@
 """Which sessions to delete: idle ones after the TTL, ended ones after a short retention
 (kept so replayed events of an ended session stay duplicates). docs/contract.md §8.5.
 
-Two clocks, so that a session receiving events is never deleted by them:
+So that a session receiving events is never deleted by them:
 
 * A session's own idleness is measured in its own event time by the pipeline (an event
   more than the TTL after the session's previous one resets its state, `state_reset`),
-  the same rule `loopwatch scan` applies offline.
-* The sweep that deletes sessions which never come back runs on a per-partition *log
-  clock*: the newest Kafka record timestamp the partition has shown, never ahead of the
-  worker's own clock (`advance`). A session's deadline is the TTL after the log clock at
-  its last event, never after its event `ts`: an old-stamped session that is receiving
-  events is as fresh as any other, and a far-future `ts` moves nothing.
+  the same rule `loopwatch scan` applies offline (`idle_past`).
+* The sweep that deletes sessions which never come back waits for the TTL on two clocks:
+  the partition's *log clock*, the newest Kafka record timestamp it has shown, never
+  ahead of the worker's clock and never back (`advance`), and the worker's own clock. A
+  session's deadlines count from both when its last record was read, never from its
+  event `ts`: an old-stamped session that is receiving events is as fresh as any other,
+  a far-future `ts` moves nothing, a backlog read after an outage keeps the log's gaps
+  (the worker's clock alone would sweep it all at once), and a jump of the log clock (a
+  producer whose clock lags, then one whose clock is right) sweeps nothing that the
+  worker read moments ago.
 
 Sweeping happens while processing a record of that partition, which is where faust lets
 the agent write the table (the deleted key lives in the same partition).
@@ -57,11 +61,21 @@ def idle_past(last_ts: datetime, ts: datetime, idle_ttl: float) -> bool:
     return epoch_seconds(ts) - epoch_seconds(last_ts) > idle_ttl
 
 
+Deadline = tuple[float, float]
+"""(on the log clock, on the worker's clock): a session goes once both have passed."""
+
+_NEVER = float("inf")
+
+
 @dataclass
 class _PartitionIndex:
-    deadlines: dict[str, float] = field(default_factory=dict)
-    heap: list[tuple[float, str]] = field(default_factory=list)
-    """(deadline, session) with stale entries skipped lazily; rebuilt when it grows."""
+    deadlines: dict[str, Deadline] = field(default_factory=dict)
+    heap: list[tuple[float, float, str]] = field(default_factory=list)
+    """(log deadline, wall deadline, session) with stale entries skipped lazily; rebuilt
+    when it grows."""
+    waiting: list[tuple[float, float, str]] = field(default_factory=list)
+    """(wall deadline, log deadline, session) of sessions past their log deadline whose
+    wall deadline has not passed yet."""
     clock: float = float("-inf")
 
 
@@ -97,25 +111,37 @@ class ExpiryIndex:
         return float("-inf") if index is None else index.clock
 
     def touch(self, partition: int, session_id: str, seen: datetime, *, ended: bool) -> None:
-        """`touch_at` with a datetime."""
+        """`touch_at` with a datetime (and no wall-clock condition)."""
         self.touch_at(partition, session_id, epoch_seconds(seen), ended=ended)
 
-    def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
-        """Record when a session was last seen, on the partition's log clock (epoch
-        seconds: the clock `advance` returned, or a stored record's `seen` read back from
-        the changelog). The partition has seen that time, so its clock moves there too: a
-        worker that rebuilds the index after a crash starts from the clock the crashed one
-        had (as far as the records read back tell)."""
+    def touch_at(
+        self,
+        partition: int,
+        session_id: str,
+        last: float,
+        *,
+        ended: bool,
+        wall: float | None = None,
+    ) -> None:
+        """Record when a session was last seen: `last` on the partition's log clock
+        (epoch seconds: the clock `advance` returned, or a stored record's `seen` read
+        back from the changelog) and `wall` on the worker's clock (None: no condition on
+        it). The partition has seen that time, so its clock moves there too: a worker that
+        rebuilds the index after a crash starts from the clock the crashed one had (as far
+        as the records read back tell)."""
         index = self._partitions.get(partition)
         if index is None:  # (not setdefault: it would build an index on every call)
             index = self._partitions[partition] = _PartitionIndex()
         index.clock = max(index.clock, last)
-        deadline = last + (self._ended_retention if ended else self._idle_ttl)
-        index.deadlines[session_id] = deadline
-        heapq.heappush(index.heap, (deadline, session_id))
+        span = self._ended_retention if ended else self._idle_ttl
+        deadline = last + span
+        wall_deadline = -_NEVER if wall is None else wall + span
+        index.deadlines[session_id] = (deadline, wall_deadline)
+        heapq.heappush(index.heap, (deadline, wall_deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
-            index.heap = [(d, s) for s, d in index.deadlines.items()]
+            index.heap = [(d, w, s) for s, (d, w) in index.deadlines.items()]
             heapq.heapify(index.heap)
+            index.waiting = []  # (what it held is back in the heap)
 
     def forget(self, partition: int, session_id: str) -> None:
         index = self._partitions.get(partition)
@@ -133,18 +159,25 @@ class ExpiryIndex:
         """`due_at` with a datetime."""
         return self.due_at(partition, epoch_seconds(clock))
 
-    def due_at(self, partition: int, now: float) -> list[str]:
+    def due_at(self, partition: int, now: float, wall: float = _NEVER) -> list[str]:
         """Advance the partition's clock to `now` (epoch seconds, normally what `advance`
-        returned); return the sessions past their deadline (and forget them)."""
+        returned); return the sessions past both their deadlines, on the log clock and,
+        at `wall` (the worker's clock), on the worker's (and forget them)."""
         index = self._partitions.get(partition)
         if index is None:
             return []
         index.clock = max(index.clock, now)
+        deadlines = index.deadlines
+        heap, waiting = index.heap, index.waiting
+        while heap and heap[0][0] < index.clock:
+            deadline, wall_deadline, session_id = heapq.heappop(heap)
+            if deadlines.get(session_id) == (deadline, wall_deadline):
+                heapq.heappush(waiting, (wall_deadline, deadline, session_id))
         expired: list[str] = []
-        while index.heap and index.heap[0][0] < index.clock:
-            deadline, session_id = heapq.heappop(index.heap)
-            if index.deadlines.get(session_id) == deadline:
-                del index.deadlines[session_id]
+        while waiting and waiting[0][0] < wall:
+            wall_deadline, deadline, session_id = heapq.heappop(waiting)
+            if deadlines.get(session_id) == (deadline, wall_deadline):
+                del deadlines[session_id]
                 expired.append(session_id)
         return expired
 

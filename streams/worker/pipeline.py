@@ -191,20 +191,20 @@ def _process(
                 previous.unconfirmed_episodes, store, session_id, unconfirmed_episodes
             )
     record: SessionRecord | None
-    seen = expiry.advance(partition, log_time, epoch_seconds(now))
+    seen, wall = _clocks(expiry, partition, log_time, now)
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)
         expiry.forget(partition, session_id)
     else:
         record = SessionRecord(
-            new_state, seq, event.ts, unconfirmed, unconfirmed_episodes, seen=seen
+            new_state, seq, event.ts, unconfirmed, unconfirmed_episodes, seen, wall
         )
         store.set(session_id, record)
-        expiry.touch_at(partition, session_id, seen, ended=new_state is None)
+        expiry.touch_at(partition, session_id, seen, ended=new_state is None, wall=wall)
     expired = []
     expired_episodes: list[LoopEpisode] = list(reset_episodes or ())
-    for due in expiry.due_at(partition, seen):
+    for due in expiry.due_at(partition, seen, wall):
         stored = store.get(due)
         if stored is not None:
             if stored.state is not None:  # its open loops end with it (contract §8)
@@ -224,6 +224,15 @@ def _process(
         first_loop=bool(observation.opened) and (state is None or state.loops == 0),
         expired_episodes=tuple(expired_episodes),
     )
+
+
+def _clocks(
+    expiry: ExpiryIndex, partition: int, log_time: float | None, now: datetime
+) -> tuple[float, float]:
+    """When this record is seen: the partition's log clock moved by it, and the
+    worker's clock (epoch seconds both; `streams.kafka.expiry`)."""
+    wall = epoch_seconds(now)
+    return expiry.advance(partition, log_time, wall), wall
 
 
 def _after_idleness(

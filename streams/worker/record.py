@@ -41,6 +41,9 @@ class SessionRecord:
     """The partition's log clock (epoch seconds) when this record was written: the idle
     sweep's deadline counts from it (`streams.kafka.expiry`). None in records written
     before contract 1.2: `last_ts` stands in for it."""
+    seen_wall: float | None = None
+    """The worker's clock (epoch seconds) when this record was written: the sweep waits
+    for a TTL of it too. None in records written before contract 1.2 (no such wait)."""
 
     @property
     def seen_at(self) -> float:
@@ -70,6 +73,8 @@ class SessionRecord:
         }
         if self.seen is not None:
             document["seen"] = self.seen
+        if self.seen_wall is not None:
+            document["wall"] = self.seen_wall
         if self.unconfirmed_episodes:  # absent in most values (and in older ones)
             document["episodes"] = [[seq, p.decode()] for seq, p in self.unconfirmed_episodes]
         # pydantic-core's encoder: compact JSON like json.dumps(separators=(",", ":")) but
@@ -94,4 +99,5 @@ class SessionRecord:
                 (int(seq), str(p).encode()) for seq, p in document.get("episodes", ())
             ),
             seen=None if document.get("seen") is None else float(document["seen"]),
+            seen_wall=None if document.get("wall") is None else float(document["wall"]),
         )

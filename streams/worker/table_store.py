@@ -189,7 +189,13 @@ class TableSessionStore:
         if verdicts == record.unconfirmed and episodes == record.unconfirmed_episodes:
             return record  # all still in flight
         return SessionRecord(
-            record.state, record.last_seq, record.last_ts, verdicts, episodes, seen=record.seen
+            record.state,
+            record.last_seq,
+            record.last_ts,
+            verdicts,
+            episodes,
+            record.seen,
+            record.seen_wall,
         )
 
     def _in_flight(self, items: Unconfirmed, session_id: str) -> Unconfirmed:

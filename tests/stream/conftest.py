@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -121,9 +122,16 @@ class Harness:
         self, value: bytes | None, key: bytes | None = None, log_time: float | None = None
     ) -> None:
         """One record of the events topic (partition 0, the next offset), processed.
-        `log_time`: its Kafka timestamp (the idle sweep's clock), by default now."""
+        `log_time`: its Kafka timestamp (the idle sweep's clock) and the worker's clock
+        when it reads it, by default now."""
         topic = self.app.loopwatch_topics.events.get_topic_name()
         stamp = time.time() if log_time is None else log_time
+        # The worker reads it at once: its clock is that time.
+        self.app.loopwatch_handler.clock = (
+            (lambda: datetime.now(UTC))
+            if log_time is None
+            else (lambda: datetime.fromtimestamp(stamp, UTC))
+        )
         message = Message(topic, 0, self.offset, stamp, 0, [], key, value, None)
         self.offset += 1
         await self.app.loopwatch_handle_fetched(message)

@@ -26,8 +26,8 @@ from loopwatch.streams.worker.store import MemorySessionStore
 from loopwatch.streams.worker.table_store import TableSessionStore
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-"""The wall clock of every `process_record` call: the idle sweep's log clock never passes
-it (records are stamped with their event's `ts` unless a test says otherwise)."""
+"""The worker's clock for a record without a timestamp (records are stamped with their
+event's `ts`, and read at once, unless a test says otherwise)."""
 
 Record = tuple[bytes | None, bytes | None]
 """One record of the events topic: key and value."""
@@ -118,11 +118,15 @@ class Pipeline(Generic[Store]):
         value: bytes | None,
         partition: int = 0,
         log_time: float | None = None,
-        now: datetime = NOW,
+        now: datetime | None = None,
     ) -> Outcome:
         """One record through `process_record`, and its verdict (or resend) sent. The
         record's Kafka timestamp is `log_time`, by default its event's `ts` (a producer
-        that publishes each event as it happens)."""
+        that publishes each event as it happens); the worker's clock is `now`, by default
+        that timestamp (read at once), else `NOW`."""
+        stamp = stamped(value) if log_time is None else log_time
+        if now is None:
+            now = NOW if stamp is None else datetime.fromtimestamp(stamp, UTC)
         outcome = process_record(
             key,
             value,
@@ -131,7 +135,7 @@ class Pipeline(Generic[Store]):
             self.expiry,
             partition=partition,
             now=now,
-            log_time=stamped(value) if log_time is None else log_time,
+            log_time=stamp,
         )
         payload = None
         if isinstance(outcome, Processed):
@@ -169,7 +173,13 @@ def over_table(
     index = expiry_index() if expiry is None else expiry
     for key, value in table.items():
         record = SessionRecord.decode(value)
-        index.touch_at(partition_of(key), key.decode(), record.seen_at, ended=record.ended)
+        index.touch_at(
+            partition_of(key),
+            key.decode(),
+            record.seen_at,
+            ended=record.ended,
+            wall=record.seen_wall,
+        )
     return Pipeline(
         TableSessionStore(table, deferred=deferred),
         options=options() if pipeline_options is None else pipeline_options,

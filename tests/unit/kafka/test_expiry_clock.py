@@ -1,11 +1,12 @@
-"""The idle sweep's log clock (`ExpiryIndex.advance`, docs/contract.md §8.5): it follows
-the records' Kafka timestamps, never past the worker's clock and never back, and a
-session's deadline counts from the clock when it was last seen, not from its event time.
+"""The idle sweep's clocks (`ExpiryIndex`, docs/contract.md §8.5): the log clock follows
+the records' Kafka timestamps, never past the worker's clock and never back; a session's
+deadlines count from the log clock and the worker's clock when it was last seen, never
+from its event time, and it goes only once both have passed.
 
 Property: over any interleaving of sessions whose records carry skewed timestamps (old,
-far-future, missing), a session that receives a record at least every TTL of log time is
-never swept, and a session that stops is swept once the log clock has moved a TTL past
-its last record (never later, whatever other records carry)."""
+far-future, missing) read at any pace, a session is swept exactly when it has had no
+record for a TTL on both clocks, never earlier, and never later than the first record
+after that."""
 
 from __future__ import annotations
 
@@ -45,6 +46,31 @@ def test_an_old_stamped_session_receiving_records_is_not_swept_by_fresh_traffic(
         assert index.due_at(0, seen) == []
 
 
+def test_a_jump_of_the_log_clock_sweeps_nothing_read_moments_ago() -> None:
+    """A producer whose clock lags by days, alone on a quiet partition, then one whose
+    clock is right: the log clock jumps two days, but the worker read the lagging
+    producer's sessions a second ago."""
+    index = _index()
+    seen = index.advance(0, NOW - 2 * DAY, NOW)
+    index.touch_at(0, "lagging", seen, ended=False, wall=NOW)
+    seen = index.advance(0, NOW + 1, NOW + 1)
+    assert index.due_at(0, seen, NOW + 1) == []
+    index.touch_at(0, "right", seen, ended=False, wall=NOW + 1)
+    later = index.advance(0, NOW + TTL + 0.5, NOW + TTL + 0.5)
+    assert index.due_at(0, later, NOW + TTL + 0.5) == ["lagging"]  # once idle on both
+
+
+def test_a_backlog_after_an_outage_is_swept_by_its_own_gaps() -> None:
+    """Restored after two days down: the worker's clock has passed every deadline, the
+    log's has not: sessions whose next records are in the backlog stay."""
+    index = _index()
+    index.touch_at(0, "waiting", NOW, ended=False, wall=NOW)
+    index.touch_at(0, "gone", NOW - 2 * TTL, ended=False, wall=NOW - 2 * TTL)
+    back = NOW + 2 * DAY
+    seen = index.advance(0, NOW + 60, back)  # the backlog's first record, a minute on
+    assert index.due_at(0, seen, back) == ["gone"]
+
+
 def test_a_far_future_record_expires_no_other_session_early() -> None:
     index = _index()
     index.touch_at(0, "quiet", index.advance(0, NOW, NOW), ended=False)
@@ -56,7 +82,8 @@ def test_a_far_future_record_expires_no_other_session_early() -> None:
 
 
 Step = tuple[int, float | None, int]
-"""(session, log time skew in seconds or None for no timestamp, seconds of wall time)."""
+"""(session, log time skew in seconds or None for no timestamp, seconds of wall time
+since the previous record)."""
 
 
 @settings(max_examples=300, deadline=None)
@@ -71,23 +98,20 @@ Step = tuple[int, float | None, int]
         max_size=60,
     )
 )
-def test_sessions_are_swept_exactly_when_idle_on_the_log_clock(steps: list[Step]) -> None:
+def test_sessions_are_swept_exactly_when_idle_on_both_clocks(steps: list[Step]) -> None:
     index = _index()
     now = NOW
-    last_seen: dict[str, float] = {}
-    swept: set[str] = set()
+    last_seen: dict[str, tuple[float, float]] = {}
     for session, skew, elapsed in steps:
         now += elapsed
-        name = f"s{session}"
         seen = index.advance(0, None if skew is None else now + skew, now)
         assert seen <= now
-        for due in index.due_at(0, seen):
-            swept.add(due)
-            # only sessions idle for a TTL on the log clock go
-            assert seen - last_seen.pop(due) > TTL
-        # every session left is younger than a TTL on the log clock
-        assert all(seen - at <= TTL for at in last_seen.values())
-        index.touch_at(0, name, seen, ended=False)
-        last_seen[name] = seen
-        swept.discard(name)
+        for due in index.due_at(0, seen, now):
+            log, wall = last_seen.pop(due)
+            assert seen - log > TTL and now - wall > TTL  # idle on both clocks
+        # every session left has been seen within a TTL on one clock or the other
+        assert all(seen - log <= TTL or now - wall <= TTL for log, wall in last_seen.values())
+        name = f"s{session}"
+        index.touch_at(0, name, seen, ended=False, wall=now)
+        last_seen[name] = (seen, now)
     assert index.sessions() == len(last_seen)

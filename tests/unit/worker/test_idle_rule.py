@@ -3,7 +3,7 @@ the worker drives it (tests.support.pipeline), against `loopwatch scan`'s scanne
 
 Property: sessions whose event times are skewed against each other (two days old, now,
 days ahead) and jump past the TTL inside a session, interleaved on two partitions, with
-records replayed, Kafka timestamps skewed or missing, and the worker killed and restored
+records replayed, Kafka timestamps skewed (or the agent's), and the worker killed and restored
 from its last commit at any point: every (session, seq) gets exactly the warning and the
 `state_reset` flag the scanner gives for the same input, and none is lost."""
 
@@ -88,6 +88,8 @@ def _feeds(draw: st.DrawFn) -> list[tuple[str, Any]]:
             b.step(("read_file", {"path": "a.py"}))
             event = b.result(result="same text")
         event = _shifted(b, event)
+        # The record's Kafka timestamp against the worker's clock; None: the agent's own
+        # clock stamped it (its event's `ts`, skewed as the session's events are).
         skew = draw(st.one_of(st.none(), st.sampled_from([-2 * 86400.0, 0.0, 7 * 86400.0])))
         feed.append(("event", (event, skew)))
         sent.append(event)
