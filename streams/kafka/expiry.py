@@ -53,12 +53,13 @@ def epoch_seconds(ts: datetime) -> float:
     return ts.timestamp()  # naive (local time), a zone whose offset may change, a subclass
 
 
-def idle_past(last_ts: datetime, ts: datetime, idle_ttl: float) -> bool:
+def idle_past(last_ts: datetime, ts: datetime, idle_ttl: timedelta) -> bool:
     """The per-session rule (docs/contract.md §8.5): an event stamped more than the TTL
     after its session's previous event finds that session's state expired. Only the
     session's own timestamps count, so live and `loopwatch scan` agree; an event stamped
-    before the previous one is never a gap."""
-    return epoch_seconds(ts) - epoch_seconds(last_ts) > idle_ttl
+    before the previous one is never a gap. (A datetime difference: several times
+    cheaper than two `epoch_seconds` for the shared zone objects events decode with.)"""
+    return ts - last_ts > idle_ttl
 
 
 Deadline = tuple[float, float]
@@ -83,14 +84,11 @@ class ExpiryIndex:
     """Deadlines of the sessions of each partition this worker holds."""
 
     def __init__(self, idle_ttl: timedelta, ended_retention: timedelta) -> None:
+        self.idle_ttl = idle_ttl
+        """The idle TTL (the pipeline's per-session rule, `idle_past`, uses it too)."""
         self._idle_ttl = idle_ttl.total_seconds()
         self._ended_retention = ended_retention.total_seconds()
         self._partitions: dict[int, _PartitionIndex] = {}
-
-    @property
-    def idle_ttl(self) -> float:
-        """The idle TTL in seconds (the pipeline's per-session rule uses it too)."""
-        return self._idle_ttl
 
     def advance(self, partition: int, log_time: float | None, now: float) -> float:
         """Move the partition's log clock to a record's Kafka timestamp `log_time`, at most

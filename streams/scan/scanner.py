@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from loopwatch.models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict, PolicyRef
 from loopwatch.streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
@@ -68,6 +69,7 @@ class Scanner:
         """The worker's `LOOPWATCH_SESSION_TTL_SECONDS`: an event stamped more than this
         after its session's previous one finds the state reset, as live (contract §8.5).
         None: never."""
+        self._idle_delta = None if idle_ttl is None else timedelta(seconds=idle_ttl)
         self.stats = ScanStats()
         self._states: dict[str, SessionState] = {}
         self.closed_episodes: tuple[LoopEpisode, ...] = ()
@@ -90,9 +92,9 @@ class Scanner:
         reset: tuple[LoopEpisode, ...] | None = None
         if (
             state is not None
-            and self.idle_ttl is not None
+            and self._idle_delta is not None
             and event.seq > state.last_seq  # a duplicate resets nothing (the worker's order)
-            and idle_past(state.last_ts, event.ts, self.idle_ttl)
+            and idle_past(state.last_ts, event.ts, self._idle_delta)
         ):
             reset, state = tuple(expire_episodes(state, sid)), None
         observation = observe_episodes(

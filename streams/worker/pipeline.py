@@ -9,7 +9,7 @@ through `SessionStore` (the faust table in the worker, a dict in tests); the cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from loopwatch.models import (
     AgentEvent,
@@ -236,7 +236,7 @@ def _clocks(
 
 
 def _after_idleness(
-    previous: SessionRecord | None, event: AgentEvent, idle_ttl: float
+    previous: SessionRecord | None, event: AgentEvent, idle_ttl: timedelta
 ) -> tuple[SessionState | None, tuple[LoopEpisode, ...] | None]:
     """The state `event` is judged on, and (when the session's own event time jumped more
     than the TTL since its previous event: contract §8.5, as `scan`) the open episodes of
