@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from loopwatch.models import AgentEvent
 from tests.integration.worker_harness import WorkerEnv, WorkerProcess
@@ -96,6 +97,10 @@ async def test_two_day_old_copies_beside_fresh_traffic_get_scans_warnings(
     now = datetime.now(UTC)
     fresh = [_cyclic(f"fresh-{n}", now - timedelta(minutes=1)) for n in range(12)]
     old = [_cyclic(f"old-{n}", now - timedelta(days=2)) for n in range(24)]
+    partition = DefaultPartitioner()
+    on = {"fresh": {partition(f"fresh-{n}".encode(), [0, 1, 2], [0, 1, 2]) for n in range(12)}}
+    on["old"] = {partition(f"old-{n}".encode(), [0, 1, 2], [0, 1, 2]) for n in range(24)}
+    assert on == {"fresh": {0, 1, 2}, "old": {0, 1, 2}}  # fresh traffic beside every copy
     feed = [e for events in fresh for e in events[:3]]  # every partition sees now first
     rest = [events[3:] for events in fresh] + old
     for step in range(max(len(events) for events in rest)):
