@@ -161,21 +161,13 @@ def log_excerpt(text: str, tail: int = 3000, traceback_lines: int = 40) -> str:
 
 
 async def produce(
-    bootstrap: str,
-    topic: str,
-    records: Iterable[tuple[bytes | None, bytes | None]],
-    *,
-    timestamps_ms: Iterable[int | None] | None = None,
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]
 ) -> None:
-    """`timestamps_ms`: each record's Kafka timestamp (None, or no list: the producer's
-    clock), the worker's idle-sweep clock (docs/contract.md §8.5)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
-    stamps = iter(timestamps_ms) if timestamps_ms is not None else None
     try:
         for key, value in records:
-            stamp = None if stamps is None else next(stamps)
-            await producer.send(topic, value, key=key, timestamp_ms=stamp)
+            await producer.send(topic, value, key=key)
         await producer.flush()
     finally:
         await producer.stop()
