@@ -12,6 +12,10 @@ checkout's editable install). Installed, nothing is added.
 """
 
 from pathlib import Path as _Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopwatch.streams.scan.api import ScanResult
 
 _ROOT = _Path(__file__).resolve().parent.parent
 if all((_ROOT / sub / "__init__.py").is_file() for sub in ("models", "streams")) and (
@@ -19,3 +23,13 @@ if all((_ROOT / sub / "__init__.py").is_file() for sub in ("models", "streams"))
 ).is_file():
     __path__.append(str(_ROOT))
 del _Path, _ROOT
+
+
+def scan(messages_or_events: Any, **options: Any) -> "ScanResult":
+    """Judge recorded sessions in process, as `loopwatch scan` does: returns a
+    `ScanResult` (verdicts, episodes, counts; a table in Jupyter). See
+    `loopwatch.streams.scan.api.scan` for the options and docs/scan.md ("In process").
+    The scanner is imported here, on first use, so that `import loopwatch` stays light."""
+    from loopwatch.streams.scan.api import scan as _scan  # noqa: PLC0415  (lazy: see above)
+
+    return _scan(messages_or_events, **options)

@@ -94,10 +94,14 @@ class LoopVerdict(BaseModel):
     policy: PolicyRef | None = Field(None, exclude_if=lambda ref: ref is None)
     """The policy record that judged the event (contract §9.8); absent (not null) when the
     worker's built-in policy did, so seed verdicts keep docs/contract.md §5's bytes."""
+    state_reset: bool = Field(False, exclude_if=lambda reset: not reset)
+    """The session's state was dropped as idle just before this event (contract 1.2,
+    §8.5): the event was judged as the first of a fresh session. Absent (not false)
+    otherwise, so verdicts keep their bytes and older readers ignore it."""
 
     def to_json(self) -> bytes:
         """The wire form: compact JSON, UTF-8."""
-        if self.warning is None and self.policy is None:
+        if self.warning is None and self.policy is None and not self.state_reset:
             # Most verdicts: the serializer's bytes, with its own encoder for each value
             # that varies, put in the fixed frame: cheaper than the serializer, once per
             # event (tests/unit/test_verdict_bytes.py holds the two equal).

@@ -62,3 +62,12 @@ def detection_config(
         if flag is not None:
             values[key] = int(flag) if _INTEGER.match(flag.strip()) else flag
     return DetectionConfig(**values)
+
+
+def session_ttl(environ: Mapping[str, str]) -> float:
+    """The worker's idle TTL (`LOOPWATCH_SESSION_TTL_SECONDS`, validated by the worker's
+    parser), which `scan` applies per session as the worker does (docs/contract.md §8.5).
+    Raises SettingsError for a bad value."""
+    name = ENVIRONMENT["session_ttl_seconds"][0]
+    picked = {name: environ[name]} if name in environ else {}
+    return float(Settings.from_env(picked).session_ttl_seconds)

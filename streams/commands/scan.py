@@ -27,7 +27,11 @@ from loopwatch.models import (
     parse_policy,
 )
 from loopwatch.streams.client.history import FORMATS
-from loopwatch.streams.commands.detection_options import add_threshold_options, detection_config
+from loopwatch.streams.commands.detection_options import (
+    add_threshold_options,
+    detection_config,
+    session_ttl,
+)
 from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.scan.transcripts import (
@@ -130,7 +134,12 @@ def run(args: argparse.Namespace) -> int:
     if args.files.count("-") > 1:
         print("loopwatch scan: standard input (-) can be read only once", file=sys.stderr)
         return EXIT_USAGE
-    scanner = Scanner(config, policy=ref)
+    try:
+        idle_ttl = session_ttl(os.environ)
+    except SettingsError as exc:
+        print(f"loopwatch scan: invalid setting: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    scanner = Scanner(config, policy=ref, idle_ttl=idle_ttl)
     with ExitStack() as stack:
         sources: list[tuple[str, IO[bytes]]] = []
         for name in args.files:  # open all first: a typo fails before any output

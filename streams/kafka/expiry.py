@@ -1,8 +1,22 @@
-"""Which sessions to delete, by event time: idle ones after the TTL, ended ones after a
-short retention (kept so replayed events of an ended session stay duplicates).
+"""Which sessions to delete: idle ones after the TTL, ended ones after a short retention
+(kept so replayed events of an ended session stay duplicates). docs/contract.md §8.5.
 
-Time is event time per partition: a partition's clock is the newest event `ts` it has seen,
-so expiry happens while processing an event of that partition, which is where faust lets
+So that a session receiving events is never deleted by them:
+
+* A session's own idleness is measured in its own event time by the pipeline (an event
+  more than the TTL after the session's previous one resets its state, `state_reset`),
+  the same rule `loopwatch scan` applies offline (`idle_past`).
+* The sweep that deletes sessions which never come back waits for the TTL on two clocks:
+  the partition's *log clock*, the newest Kafka record timestamp it has shown, never
+  ahead of the worker's clock and never back (`advance`), and the worker's own clock. A
+  session's deadlines count from both when its last record was read, never from its
+  event `ts`: an old-stamped session that is receiving events is as fresh as any other,
+  a far-future `ts` moves nothing, a backlog read after an outage keeps the log's gaps
+  (the worker's clock alone would sweep it all at once), and a jump of the log clock (a
+  producer whose clock lags, then one whose clock is right) sweeps nothing that the
+  worker read moments ago.
+
+Sweeping happens while processing a record of that partition, which is where faust lets
 the agent write the table (the deleted key lives in the same partition).
 """
 
@@ -39,11 +53,30 @@ def epoch_seconds(ts: datetime) -> float:
     return ts.timestamp()  # naive (local time), a zone whose offset may change, a subclass
 
 
+def idle_past(last_ts: datetime, ts: datetime, idle_ttl: timedelta) -> bool:
+    """The per-session rule (docs/contract.md §8.5): an event stamped more than the TTL
+    after its session's previous event finds that session's state expired. Only the
+    session's own timestamps count, so live and `loopwatch scan` agree; an event stamped
+    before the previous one is never a gap. (A datetime difference: several times
+    cheaper than two `epoch_seconds` for the shared zone objects events decode with.)"""
+    return ts - last_ts > idle_ttl
+
+
+Deadline = tuple[float, float]
+"""(on the log clock, on the worker's clock): a session goes once both have passed."""
+
+_NEVER = float("inf")
+
+
 @dataclass
 class _PartitionIndex:
-    deadlines: dict[str, float] = field(default_factory=dict)
-    heap: list[tuple[float, str]] = field(default_factory=list)
-    """(deadline, session) with stale entries skipped lazily; rebuilt when it grows."""
+    deadlines: dict[str, Deadline] = field(default_factory=dict)
+    heap: list[tuple[float, float, str]] = field(default_factory=list)
+    """(log deadline, wall deadline, session) with stale entries skipped lazily; rebuilt
+    when it grows."""
+    waiting: list[tuple[float, float, str]] = field(default_factory=list)
+    """(wall deadline, log deadline, session) of sessions past their log deadline whose
+    wall deadline has not passed yet."""
     clock: float = float("-inf")
 
 
@@ -51,31 +84,62 @@ class ExpiryIndex:
     """Deadlines of the sessions of each partition this worker holds."""
 
     def __init__(self, idle_ttl: timedelta, ended_retention: timedelta) -> None:
+        self.idle_ttl = idle_ttl
+        """The idle TTL (the pipeline's per-session rule, `idle_past`, uses it too)."""
         self._idle_ttl = idle_ttl.total_seconds()
         self._ended_retention = ended_retention.total_seconds()
         self._partitions: dict[int, _PartitionIndex] = {}
 
-    def touch(self, partition: int, session_id: str, last_ts: datetime, *, ended: bool) -> None:
-        """Record a session's newest event time (from an agent write or the changelog).
-        The partition has seen that time, so its clock moves there too: a worker that
-        rebuilds the index from the changelog after a crash then starts from the clock
-        the crashed one had (as far as the records read back tell), and a replayed older
-        event finds expired what the first worker found expired."""
-        self.touch_at(partition, session_id, epoch_seconds(last_ts), ended=ended)
+    def advance(self, partition: int, log_time: float | None, now: float) -> float:
+        """Move the partition's log clock to a record's Kafka timestamp `log_time`, at most
+        to `now` (the worker's clock: a producer whose clock runs ahead cannot push the
+        sweep forward) and never back (an old timestamp moves nothing). Returns the clock,
+        the time a session touched by this record was last seen. A record without a
+        timestamp (None) counts as stamped `now`."""
+        index = self._partitions.get(partition)
+        if index is None:
+            index = self._partitions[partition] = _PartitionIndex()
+        bounded = now if log_time is None or log_time > now else log_time
+        index.clock = max(index.clock, bounded)
+        return index.clock
 
-    def touch_at(self, partition: int, session_id: str, last: float, *, ended: bool) -> None:
-        """`touch` with the event time as epoch seconds (`epoch_seconds`): the pipeline
-        converts each event's time once for `touch_at` and `due_at`."""
+    def clock(self, partition: int) -> float:
+        """The partition's log clock (-inf before its first record)."""
+        index = self._partitions.get(partition)
+        return float("-inf") if index is None else index.clock
+
+    def touch(self, partition: int, session_id: str, seen: datetime, *, ended: bool) -> None:
+        """`touch_at` with a datetime (and no wall-clock condition)."""
+        self.touch_at(partition, session_id, epoch_seconds(seen), ended=ended)
+
+    def touch_at(
+        self,
+        partition: int,
+        session_id: str,
+        last: float,
+        *,
+        ended: bool,
+        wall: float | None = None,
+    ) -> None:
+        """Record when a session was last seen: `last` on the partition's log clock
+        (epoch seconds: the clock `advance` returned, or a stored record's `seen` read
+        back from the changelog) and `wall` on the worker's clock (None: no condition on
+        it). The partition has seen that time, so its clock moves there too: a worker that
+        rebuilds the index after a crash starts from the clock the crashed one had (as far
+        as the records read back tell)."""
         index = self._partitions.get(partition)
         if index is None:  # (not setdefault: it would build an index on every call)
             index = self._partitions[partition] = _PartitionIndex()
         index.clock = max(index.clock, last)
-        deadline = last + (self._ended_retention if ended else self._idle_ttl)
-        index.deadlines[session_id] = deadline
-        heapq.heappush(index.heap, (deadline, session_id))
+        span = self._ended_retention if ended else self._idle_ttl
+        deadline = last + span
+        wall_deadline = -_NEVER if wall is None else wall + span
+        index.deadlines[session_id] = (deadline, wall_deadline)
+        heapq.heappush(index.heap, (deadline, wall_deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
-            index.heap = [(d, s) for s, d in index.deadlines.items()]
+            index.heap = [(d, w, s) for s, (d, w) in index.deadlines.items()]
             heapq.heapify(index.heap)
+            index.waiting = []  # (what it held is back in the heap)
 
     def forget(self, partition: int, session_id: str) -> None:
         index = self._partitions.get(partition)
@@ -89,22 +153,29 @@ class ExpiryIndex:
     def sessions(self) -> int:
         return sum(len(index.deadlines) for index in self._partitions.values())
 
-    def due(self, partition: int, event_ts: datetime) -> list[str]:
-        """Advance the partition's clock to `event_ts`; return the sessions past their
-        deadline (and forget them)."""
-        return self.due_at(partition, epoch_seconds(event_ts))
+    def due(self, partition: int, clock: datetime) -> list[str]:
+        """`due_at` with a datetime."""
+        return self.due_at(partition, epoch_seconds(clock))
 
-    def due_at(self, partition: int, now: float) -> list[str]:
-        """`due` with the event time as epoch seconds (`epoch_seconds`)."""
+    def due_at(self, partition: int, now: float, wall: float = _NEVER) -> list[str]:
+        """Advance the partition's clock to `now` (epoch seconds, normally what `advance`
+        returned); return the sessions past both their deadlines, on the log clock and,
+        at `wall` (the worker's clock), on the worker's (and forget them)."""
         index = self._partitions.get(partition)
         if index is None:
             return []
         index.clock = max(index.clock, now)
+        deadlines = index.deadlines
+        heap, waiting = index.heap, index.waiting
+        while heap and heap[0][0] < index.clock:
+            deadline, wall_deadline, session_id = heapq.heappop(heap)
+            if deadlines.get(session_id) == (deadline, wall_deadline):
+                heapq.heappush(waiting, (wall_deadline, deadline, session_id))
         expired: list[str] = []
-        while index.heap and index.heap[0][0] < index.clock:
-            deadline, session_id = heapq.heappop(index.heap)
-            if index.deadlines.get(session_id) == deadline:
-                del index.deadlines[session_id]
+        while waiting and waiting[0][0] < wall:
+            wall_deadline, deadline, session_id = heapq.heappop(waiting)
+            if deadlines.get(session_id) == (deadline, wall_deadline):
+                del deadlines[session_id]
                 expired.append(session_id)
         return expired
 

@@ -8,10 +8,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from loopwatch.models import AgentEvent, DetectionConfig, LoopEpisode, LoopVerdict, PolicyRef
 from loopwatch.streams.detector import SessionState, WarningTexts, expire_episodes, observe_episodes
 from loopwatch.streams.detector.texts import DEFAULT_TEXTS
+from loopwatch.streams.kafka.expiry import idle_past
+
+DEFAULT_IDLE_TTL = 86_400.0
+"""The worker's default `LOOPWATCH_SESSION_TTL_SECONDS` (a day)."""
 
 
 @dataclass
@@ -29,6 +34,8 @@ class ScanStats:
     """Warnings by rule."""
     episodes: Counter[str] = field(default_factory=Counter)
     """Closed loop episodes by outcome."""
+    resets: int = 0
+    """Events whose session's state was reset as idle first (`state_reset`)."""
 
     def summary(self) -> str:
         rules = ", ".join(f"{rule}={n}" for rule, n in sorted(self.warnings.items()))
@@ -39,6 +46,7 @@ class ScanStats:
             f"{self.duplicates} duplicate/out-of-order skipped; "
             f"{self.invalid} invalid lines; "
             f"{sum(self.episodes.values())} loop episodes ({outcomes or 'none'})"
+            + (f"; {self.resets} idle state resets" if self.resets else "")
         )
 
 
@@ -51,11 +59,17 @@ class Scanner:
         texts: WarningTexts = DEFAULT_TEXTS,
         *,
         policy: PolicyRef | None = None,
+        idle_ttl: float | None = DEFAULT_IDLE_TTL,
     ) -> None:
         self.config = config
         self.texts = texts
         self.policy = policy
         """The policy record `config` came from, named in every verdict (None: none)."""
+        self.idle_ttl = idle_ttl
+        """The worker's `LOOPWATCH_SESSION_TTL_SECONDS`: an event stamped more than this
+        after its session's previous one finds the state reset, as live (contract §8.5).
+        None: never."""
+        self._idle_delta = None if idle_ttl is None else timedelta(seconds=idle_ttl)
         self.stats = ScanStats()
         self._states: dict[str, SessionState] = {}
         self.closed_episodes: tuple[LoopEpisode, ...] = ()
@@ -74,16 +88,30 @@ class Scanner:
         episodes it closed are in `closed_episodes` until the next call."""
         sid = event.session_id
         states, stats = self._states, self.stats
+        state = states.get(sid)
+        reset: tuple[LoopEpisode, ...] | None = None
+        if (
+            state is not None
+            and self._idle_delta is not None
+            and event.seq > state.last_seq  # a duplicate resets nothing (the worker's order)
+            and idle_past(state.last_ts, event.ts, self._idle_delta)
+        ):
+            reset, state = tuple(expire_episodes(state, sid)), None
         observation = observe_episodes(
-            states.get(sid), event, self.config, texts=self.texts, policy=self.policy
+            state, event, self.config, texts=self.texts, policy=self.policy
         )
         closed = self.closed_episodes = observation.closed
+        if reset is not None:  # its open loops end `expired` first, as live
+            closed = self.closed_episodes = (*reset, *closed)
         if closed:  # rare; Counter.update costs even when given nothing
             stats.episodes.update(episode.outcome for episode in closed)
         verdict = observation.verdict
         if verdict is None:
             stats.duplicates += 1
             return None
+        if reset is not None:
+            verdict = verdict.model_copy(update={"state_reset": True})
+            stats.resets += 1
         state = observation.state
         if state is None:  # session_end: observe dropped the state
             states.pop(sid, None)

@@ -171,6 +171,7 @@ def create_app(
     app.loopwatch_topics = topics
     app.loopwatch_table = table
     app.loopwatch_store = store
+    app.loopwatch_handler = handler
     app.loopwatch_outputs = outputs
     return app
 

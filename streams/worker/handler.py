@@ -66,7 +66,8 @@ class RecordHandler:
         self._options = options
         self._expiry = expiry
         self._metrics = metrics
-        self._clock = clock
+        self.clock = clock
+        """The worker's clock: stamps verdicts, and bounds the idle sweep (tests set it)."""
         # Set once the policy topic has been read to its end at start-up: events wait for
         # it, so none is judged by a policy older than what the topic held.
         self._policies_loaded = policies_loaded
@@ -86,7 +87,8 @@ class RecordHandler:
             self._options,
             self._expiry,
             partition=message.partition,
-            now=self._clock(),
+            now=self.clock(),
+            log_time=message.timestamp or None,  # the Kafka timestamp: the sweep's clock
         )
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
@@ -129,6 +131,8 @@ class RecordHandler:
         if warning is not None:
             metrics.count_warning(warning.rule, event.agent_id)
         metrics.count_verdict()
+        if outcome.verdict.state_reset:
+            metrics.state_resets.inc()
         if outcome.record is None:
             metrics.count_expired("ended")
         for _session_id, ended in outcome.expired:
@@ -222,7 +226,9 @@ class RecordHandler:
         index_changelog_record(self._expiry, event.message, SessionRecord.decode, self._recovered)
 
     def _recovered(self, partition: int, session_id: str, record: SessionRecord) -> None:
-        self._expiry.touch(partition, session_id, record.last_ts, ended=record.ended)
+        self._expiry.touch_at(
+            partition, session_id, record.seen_at, ended=record.ended, wall=record.seen_wall
+        )
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:

@@ -112,6 +112,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.state_resets = Counter(
+            "loopwatch_session_state_resets",
+            "Events whose session's state was reset as idle just before them (the session's "
+            "own event time jumped more than the TTL); their verdicts say state_reset.",
+            registry=r,
+        )
         self.active_sessions = Gauge(
             "loopwatch_active_sessions",
             "Sessions with state on this worker's partitions.",

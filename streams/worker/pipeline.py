@@ -9,7 +9,7 @@ through `SessionStore` (the faust table in the worker, a dict in tests); the cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from loopwatch.models import (
     AgentEvent,
@@ -19,9 +19,14 @@ from loopwatch.models import (
     LoopVerdict,
     decode_event,
 )
-from loopwatch.streams.detector import OpenEpisode, expire_episodes, observe_episodes
+from loopwatch.streams.detector import (
+    OpenEpisode,
+    SessionState,
+    expire_episodes,
+    observe_episodes,
+)
 from loopwatch.streams.kafka.dead_letters import DeadLetter, DeadLetterKind
-from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
+from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds, idle_past
 from loopwatch.streams.worker.policy_book import PolicyBook
 from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
 from loopwatch.streams.worker.store import SessionStore
@@ -44,7 +49,9 @@ class PipelineOptions:
 class Processed:
     """A new event: its record is stored (None: the session's key was deleted); publish
     `payload` and `episode_payloads`. `expired`: (session id, ended) of the sessions
-    deleted after it, `expired_episodes` their open loop episodes, ended `expired`."""
+    deleted after it, `expired_episodes` their open loop episodes, ended `expired` (and
+    first those of this event's own session when its state was reset as idle,
+    `verdict.state_reset`)."""
 
     event: AgentEvent
     verdict: LoopVerdict
@@ -97,10 +104,13 @@ def process_record(
     *,
     partition: int,
     now: datetime,
+    log_time: float | None = None,
 ) -> Outcome:
     """Process one record of `agent-events` read from `partition`; `now` stamps the
-    verdict. Stores the session's new record and deletes expired sessions through
-    `store` (faust: while this record is current, as its table requires).
+    verdict; `log_time` is the record's Kafka timestamp (epoch seconds; None: `now`), the
+    idle sweep's clock (`streams.kafka.expiry`). Stores the session's new record and
+    deletes expired sessions through `store` (faust: while this record is current, as
+    its table requires).
 
     Never raises: a failure anywhere in it (decode, observe, verdict or state encoding,
     expiry) is an `internal` dead letter naming the exception type, so that one record
@@ -109,7 +119,9 @@ def process_record(
     """
     # a try here rather than a decorator: this runs for every record
     try:
-        return _process(key, value, store, options, expiry, partition=partition, now=now)
+        return _process(
+            key, value, store, options, expiry, partition=partition, now=now, log_time=log_time
+        )
     except Exception as exc:
         return Rejected(DeadLetter("internal", type(exc).__name__))
 
@@ -123,6 +135,7 @@ def _process(
     *,
     partition: int,
     now: datetime,
+    log_time: float | None = None,
 ) -> Outcome:
     if value is None:
         return Rejected(DeadLetter("empty", "record has no value"))
@@ -149,7 +162,7 @@ def _process(
                 replayed=True,
                 resend_episodes=previous.unconfirmed_episodes_of(event.seq),
             )
-        state = None if previous is None else previous.state
+        state, reset_episodes = _after_idleness(previous, event, expiry.idle_ttl)
         config, policy = options.detection, None
         if options.policies is not None:
             config, policy = options.policies.judge(event.agent_id)
@@ -159,6 +172,8 @@ def _process(
         return Rejected(DeadLetter("internal", type(exc).__name__))
     if verdict is None:  # the detector saw a duplicate that the record did not
         return Duplicate(event, None, replayed=not store.sent_here(session_id, event.seq))
+    if reset_episodes is not None:
+        verdict = verdict.model_copy(update={"state_reset": True})
 
     payload = verdict.to_json()
     seq = event.seq
@@ -176,18 +191,20 @@ def _process(
                 previous.unconfirmed_episodes, store, session_id, unconfirmed_episodes
             )
     record: SessionRecord | None
-    at = epoch_seconds(event.ts)  # once for the expiry index's touch and due
+    seen, wall = _clocks(expiry, partition, log_time, now)
     if new_state is None and options.drop_ended:
         record = None
         store.delete(session_id)
         expiry.forget(partition, session_id)
     else:
-        record = SessionRecord(new_state, seq, event.ts, unconfirmed, unconfirmed_episodes)
+        record = SessionRecord(
+            new_state, seq, event.ts, unconfirmed, unconfirmed_episodes, seen, wall
+        )
         store.set(session_id, record)
-        expiry.touch_at(partition, session_id, at, ended=new_state is None)
+        expiry.touch_at(partition, session_id, seen, ended=new_state is None, wall=wall)
     expired = []
-    expired_episodes: list[LoopEpisode] = []
-    for due in expiry.due_at(partition, at):
+    expired_episodes: list[LoopEpisode] = list(reset_episodes or ())
+    for due in expiry.due_at(partition, seen, wall):
         stored = store.get(due)
         if stored is not None:
             if stored.state is not None:  # its open loops end with it (contract §8)
@@ -207,6 +224,28 @@ def _process(
         first_loop=bool(observation.opened) and (state is None or state.loops == 0),
         expired_episodes=tuple(expired_episodes),
     )
+
+
+def _clocks(
+    expiry: ExpiryIndex, partition: int, log_time: float | None, now: datetime
+) -> tuple[float, float]:
+    """When this record is seen: the partition's log clock moved by it, and the
+    worker's clock (epoch seconds both; `streams.kafka.expiry`)."""
+    wall = epoch_seconds(now)
+    return expiry.advance(partition, log_time, wall), wall
+
+
+def _after_idleness(
+    previous: SessionRecord | None, event: AgentEvent, idle_ttl: timedelta
+) -> tuple[SessionState | None, tuple[LoopEpisode, ...] | None]:
+    """The state `event` is judged on, and (when the session's own event time jumped more
+    than the TTL since its previous event: contract §8.5, as `scan`) the open episodes of
+    the state it reset, which end `expired`; None when nothing was reset."""
+    if previous is None or previous.state is None:
+        return None, None
+    if not idle_past(previous.last_ts, event.ts, idle_ttl):
+        return previous.state, None
+    return None, tuple(expire_episodes(previous.state, event.session_id))
 
 
 def _carried(

@@ -16,6 +16,7 @@ from typing import Any
 import pydantic_core
 
 from loopwatch.streams.detector import SessionState
+from loopwatch.streams.kafka.expiry import epoch_seconds
 
 RECORD_VERSION = 1
 
@@ -36,6 +37,18 @@ class SessionRecord:
     unconfirmed_episodes: Unconfirmed = ()
     """(seq, episode JSON) of loop episodes closed by that event whose sends are not yet
     all acknowledged (kept and resent like the verdict of the same seq)."""
+    seen: float | None = None
+    """The partition's log clock (epoch seconds) when this record was written: the idle
+    sweep's deadline counts from it (`streams.kafka.expiry`). None in records written
+    before contract 1.2: `last_ts` stands in for it."""
+    seen_wall: float | None = None
+    """The worker's clock (epoch seconds) when this record was written: the sweep waits
+    for a TTL of it too. None in records written before contract 1.2 (no such wait)."""
+
+    @property
+    def seen_at(self) -> float:
+        """When the sweep counts the session as last seen (epoch seconds)."""
+        return epoch_seconds(self.last_ts) if self.seen is None else self.seen
 
     @property
     def ended(self) -> bool:
@@ -58,6 +71,10 @@ class SessionRecord:
             "last_ts": self.last_ts.isoformat(),
             "unconfirmed": [[seq, payload.decode()] for seq, payload in self.unconfirmed],
         }
+        if self.seen is not None:
+            document["seen"] = self.seen
+        if self.seen_wall is not None:
+            document["wall"] = self.seen_wall
         if self.unconfirmed_episodes:  # absent in most values (and in older ones)
             document["episodes"] = [[seq, p.decode()] for seq, p in self.unconfirmed_episodes]
         # pydantic-core's encoder: compact JSON like json.dumps(separators=(",", ":")) but
@@ -81,4 +98,6 @@ class SessionRecord:
             unconfirmed_episodes=tuple(
                 (int(seq), str(p).encode()) for seq, p in document.get("episodes", ())
             ),
+            seen=None if document.get("seen") is None else float(document["seen"]),
+            seen_wall=None if document.get("wall") is None else float(document["wall"]),
         )

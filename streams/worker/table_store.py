@@ -188,7 +188,15 @@ class TableSessionStore:
         episodes = self._in_flight(record.unconfirmed_episodes, session_id)
         if verdicts == record.unconfirmed and episodes == record.unconfirmed_episodes:
             return record  # all still in flight
-        return SessionRecord(record.state, record.last_seq, record.last_ts, verdicts, episodes)
+        return SessionRecord(
+            record.state,
+            record.last_seq,
+            record.last_ts,
+            verdicts,
+            episodes,
+            record.seen,
+            record.seen_wall,
+        )
 
     def _in_flight(self, items: Unconfirmed, session_id: str) -> Unconfirmed:
         """Those of `items` whose event's records are not all acknowledged yet."""

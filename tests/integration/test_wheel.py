@@ -122,6 +122,7 @@ def test_the_base_install_from_the_sdist_scans_and_reports_without_faust(
     dists: Dists, tmp_path: Path
 ) -> None:
     python = fresh_venv(tmp_path / "venv")
+    looping = str(EXAMPLES / "sessions" / "looping.jsonl")
     # the sdist itself: pip builds its wheel, as a user's `pip install loopwatch` may
     run(python, "-m", "pip", "install", "-q", dists.sdist)
     app = tmp_path / "app"
@@ -135,14 +136,17 @@ def test_the_base_install_from_the_sdist_scans_and_reports_without_faust(
         "import loopwatch.streams.client, loopwatch.streams.cli;"
         "print(app_models.WHOSE);"
         "print(loopwatch.models.call_fingerprint('bash', {'cmd': 'cargo test'}));"
-        "print([m for m in ('faust', 'mode', 'prometheus_client') if u.find_spec(m)])",
+        "print([m for m in ('faust', 'mode', 'prometheus_client') if u.find_spec(m)]);"
+        "import loopwatch, pathlib;"  # the in-process scan, from the installed package
+        f"print(repr(loopwatch.scan(pathlib.Path({looping!r}))))",
         cwd=app,
     )
-    assert out.splitlines() == [
+    assert out.splitlines()[:3] == [
         "the application",
         "sha256:40d39e472be6e5bd359976a905c732cbce4beeaade5d408b7c63fc27a79fb640",
         "[]",
     ]
+    assert out.splitlines()[3].startswith("<ScanResult: 3 sessions, 32 events, 12 warnings")
     loopwatch = tmp_path / "venv" / "bin" / "loopwatch"
     assert run(loopwatch, "--version", cwd=app).strip() == "loopwatch 0.1.0"
     scanned = run(

@@ -19,11 +19,15 @@ from tests.integration.worker_harness import (
     event_records,
     failover_deadline,
     produce,
+    until_worker_clock_passes,
     verdict_key,
 )
 from tests.support.builders import SessionBuilder
 
 pytestmark = pytest.mark.kafka
+
+TTL = 2
+"""LOOPWATCH_SESSION_TTL_SECONDS of the sweep tests: it must pass in the worker's time."""
 
 
 def _repeat(b: SessionBuilder) -> list[Any]:
@@ -93,21 +97,24 @@ async def test_session_end_and_idle_expiry_write_tombstones(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     env = WorkerEnv.unique(
-        kafka_bootstrap, partitions=1, extra=(("LOOPWATCH_SESSION_TTL_SECONDS", "3600"),)
+        kafka_bootstrap, partitions=1, extra=(("LOOPWATCH_SESSION_TTL_SECONDS", str(TTL)),)
     )
     await env.create_topics()
     ended = SessionBuilder("ends")
     idle = SessionBuilder("idles")
     busy = SessionBuilder("busy")
     events = [ended.user(), ended.end(), idle.user(), busy.user()]
-    busy.seq = 3700  # event time 3700 s later: past the idle session's TTL
-    events.append(busy.user())
 
     worker = WorkerProcess(env, tmp_path)
     try:
         await produce(kafka_bootstrap, env.events, event_records(events))
         verdicts = await _verdicts(env, len(events))
         assert len(verdicts) == len(events), worker.log()[-3000:]
+        # The idle session is swept once the TTL passed on the log and the worker's clock.
+        await until_worker_clock_passes(verdicts[("idles", 0)], TTL + 0.5)
+        later = busy.user()
+        await produce(kafka_bootstrap, env.events, event_records([later]))
+        assert len(await _verdicts(env, len(events) + 1)) == len(events) + 1
     finally:
         # A graceful stop commits, and each commit first writes the sessions' newest
         # records (one per session per commit): the changelog is complete after it.
@@ -121,7 +128,7 @@ async def test_session_end_and_idle_expiry_write_tombstones(
     assert newest.get(b"idles") is None
     busy_value = newest[b"busy"]
     assert busy_value is not None
-    assert json.loads(busy_value)["last_seq"] == 3700
+    assert json.loads(busy_value)["last_seq"] == later.seq
 
 
 async def _changelog_to_end(env: WorkerEnv) -> list[Any]:

@@ -7,6 +7,7 @@ on an empty data dir recovers from the changelog alone."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tests.integration.worker_harness import (
     event_records,
     produce,
     scan_verdicts,
+    until_worker_clock_passes,
     verdict_key,
     without_clock,
 )
@@ -193,9 +195,10 @@ async def test_sessions_kept_in_rocksdb_still_expire_after_a_restart(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
+    ttl = 2
     env = _rocksdb_env(
         WorkerEnv.unique(
-            kafka_bootstrap, partitions=1, extra=(("LOOPWATCH_SESSION_TTL_SECONDS", "3600"),)
+            kafka_bootstrap, partitions=1, extra=(("LOOPWATCH_SESSION_TTL_SECONDS", str(ttl)),)
         ),
         data_dir,
     )
@@ -214,8 +217,11 @@ async def test_sessions_kept_in_rocksdb_still_expire_after_a_restart(
     assert set(live) == {b"idles", b"busy"}
 
     # Restarted on the same data dir, the worker replays no changelog record: its idle
-    # session is known from RocksDB alone, and must still expire 3600 s of event time on.
-    busy.seq = 3700
+    # session is known from RocksDB alone (with when it was last seen, on the log and the
+    # worker's clock), and must still expire once the TTL has passed on both.
+    raw = await consume(env.bootstrap, env.verdicts, until=len(first))
+    idle_verdict = next(json.loads(r.value) for r in raw if r.key == b"idles")
+    await until_worker_clock_passes(idle_verdict, ttl + 0.5)
     later = [busy.user()]
     worker = WorkerProcess(env, tmp_path, "second")
     try:

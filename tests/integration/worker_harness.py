@@ -3,6 +3,7 @@ of its own per test, and talk to its topics with plain aiokafka clients."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,15 @@ async def produce(
         await producer.flush()
     finally:
         await producer.stop()
+
+
+async def until_worker_clock_passes(verdict: dict[str, Any], seconds: float) -> None:
+    """Wait until the worker's clock (read from `verdict`'s `evaluated_at`; the worker
+    runs on this machine) is `seconds` past that verdict. A sweep test needs its session's
+    idle TTL to pass in the worker's time as well as on the log (docs/contract.md §8.5);
+    its TTL is a second or two."""
+    target = datetime.fromisoformat(verdict["evaluated_at"]).timestamp() + seconds
+    await asyncio.sleep(max(0.0, target - time.time()))
 
 
 def event_records(events: Iterable[AgentEvent]) -> list[tuple[bytes | None, bytes | None]]:

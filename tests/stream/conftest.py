@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -117,15 +118,36 @@ class Harness:
         """When set, verdict sends stay unacknowledged (a broker that has not answered)."""
         self.outputs.hold_acks = hold
 
-    async def put(self, value: bytes | None, key: bytes | None = None) -> None:
-        """One record of the events topic (partition 0, the next offset), processed."""
+    async def put(
+        self, value: bytes | None, key: bytes | None = None, log_time: float | None = None
+    ) -> None:
+        """One record of the events topic (partition 0, the next offset), processed.
+        `log_time`: its Kafka timestamp (the idle sweep's clock) and the worker's clock
+        when it reads it, by default now."""
         topic = self.app.loopwatch_topics.events.get_topic_name()
-        message = Message(topic, 0, self.offset, time.time(), 0, [], key, value, None)
+        stamp = time.time() if log_time is None else log_time
+        # The worker reads it at once: its clock is that time.
+        self.app.loopwatch_handler.clock = (
+            (lambda: datetime.now(UTC))
+            if log_time is None
+            else (lambda: datetime.fromtimestamp(stamp, UTC))
+        )
+        message = Message(topic, 0, self.offset, stamp, 0, [], key, value, None)
         self.offset += 1
         await self.app.loopwatch_handle_fetched(message)
 
-    async def put_event(self, event: AgentEvent) -> None:
-        await self.put(event.model_dump_json().encode(), key=event.session_id.encode())
+    async def put_event(self, event: AgentEvent, log_time: float | None = None) -> None:
+        await self.put(
+            event.model_dump_json().encode(), key=event.session_id.encode(), log_time=log_time
+        )
+
+    async def put_published(self, event: AgentEvent) -> None:
+        """`put_event` stamped as published when it happened: `seq` seconds after a start
+        hours before now (tests.support.builders times events by `seq` likewise), so
+        the log clock moves as its event time does."""
+        await self.put_event(event, log_time=self.published_from + event.seq)
+
+    published_from: float = field(default_factory=lambda: time.time() - 6 * 3600)
 
     def on(self, topic: str) -> list[Sent]:
         return [s for s in self.outputs.sent if s.topic == topic]

@@ -112,12 +112,12 @@ async def test_idle_expiry_closes_open_episodes_as_expired(harness: Harness) -> 
         looping.call("search", {"q": "x"})
         looping.result(result="nothing")
     for event in looping.events:
-        await harness.put_event(event)
+        await harness.put_published(event)
     assert harness.on("episodes") == []
 
     other = SessionBuilder("other")
     other.seq = 3700  # event time past the looping session's deadline
-    await harness.put_event(other.user())
+    await harness.put_published(other.user())
     assert b"looping" not in harness.table
     episodes = [json.loads(sent.value or b"") for sent in harness.on("episodes")]
     assert {(e["rule"], e["outcome"]) for e in episodes} == {

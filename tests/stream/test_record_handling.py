@@ -153,36 +153,50 @@ async def test_ended_session_is_kept_for_its_retention_then_deleted(harness: Har
     b = _looping_session()
     end = b.end()
     for event in b.events:
-        await harness.put_event(event)
+        await harness.put_published(event)
     assert SessionRecord.decode(harness.table[b"s1"]).ended
-    await harness.put_event(end)  # a replay within the retention is still a duplicate
+    await harness.put_published(end)  # a replay within the retention is still a duplicate
     assert len(harness.on("verdicts")) == len(b.events)
 
     later = SessionBuilder("s2")
     later.seq = end.seq + 61  # event time 61 s after the end
-    await harness.put_event(later.user())
+    await harness.put_published(later.user())
     assert b"s1" not in harness.table
     assert b"s2" in harness.table
 
 
 @pytest.mark.parametrize("settings_overrides", [{"session_ttl_seconds": 3600}])
-async def test_idle_session_expires_by_event_time(harness: Harness) -> None:
+async def test_idle_session_is_swept_on_the_log_clock(harness: Harness) -> None:
     idle = SessionBuilder("idle")
-    await harness.put_event(idle.user())
+    await harness.put_published(idle.user())
     busy = SessionBuilder("busy")
-    await harness.put_event(busy.user())
+    await harness.put_published(busy.user())
     assert b"idle" in harness.table
 
     busy.seq = 3601
-    await harness.put_event(busy.user())
+    await harness.put_published(busy.user())
     assert b"idle" not in harness.table
     assert b"busy" in harness.table
     assert 'loopwatch_sessions_expired_total{reason="idle"} 1.0' in harness.metrics_text()
 
     # A new event of the expired session starts it afresh.
     idle.seq = 4000
-    await harness.put_event(idle.user())
+    await harness.put_published(idle.user())
     assert SessionRecord.decode(harness.table[b"idle"]).last_seq == 4000
+
+
+@pytest.mark.parametrize("settings_overrides", [{"session_ttl_seconds": 3600}])
+async def test_a_session_idle_in_its_own_event_time_is_reset_and_says_so(
+    harness: Harness,
+) -> None:
+    b = SessionBuilder("s1")
+    await harness.put_event(b.user())  # published now, stamped at seq 0
+    b.seq = 3601  # its own clock says an hour and a second later
+    await harness.put_event(b.user())
+    verdicts = [json.loads(sent.value or b"") for sent in harness.on("verdicts")]
+    assert ["state_reset" in v for v in verdicts] == [False, True]
+    assert verdicts[1]["state_reset"] is True
+    assert "loopwatch_session_state_resets_total 1.0" in harness.metrics_text()
 
 
 async def test_metrics_count_by_type_rule_and_agent_without_session_ids(harness: Harness) -> None:

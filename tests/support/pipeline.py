@@ -5,13 +5,14 @@ test_deferred_writes, test_record_guard, test_write_in_turns)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from loopwatch.models import AgentEvent, DetectionConfig
-from loopwatch.streams.kafka.expiry import ExpiryIndex
+from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
 from loopwatch.streams.worker.pipeline import (
     Duplicate,
     Outcome,
@@ -25,7 +26,8 @@ from loopwatch.streams.worker.store import MemorySessionStore
 from loopwatch.streams.worker.table_store import TableSessionStore
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-"""The wall clock of every `process_record` call (expiry goes by event time)."""
+"""The worker's clock for a record without a timestamp (records are stamped with their
+event's `ts`, and read at once, unless a test says otherwise)."""
 
 Record = tuple[bytes | None, bytes | None]
 """One record of the events topic: key and value."""
@@ -44,6 +46,14 @@ def options(max_event_bytes: int = 4096, *, drop_ended: bool = False) -> Pipelin
 def expiry_index(ended: timedelta = timedelta(minutes=1)) -> ExpiryIndex:
     """An expiry index: idle sessions after an hour, ended ones after `ended`."""
     return ExpiryIndex(timedelta(hours=1), ended)
+
+
+def stamped(value: bytes | None) -> float | None:
+    """The epoch seconds of the event `ts` in `value` (None if there is none)."""
+    try:
+        return epoch_seconds(datetime.fromisoformat(json.loads(value or b"")["ts"]))
+    except (ValueError, KeyError, TypeError, RecursionError):  # bad records, on purpose
+        return None
 
 
 def record_of(event: AgentEvent) -> Record:
@@ -102,10 +112,30 @@ class Pipeline(Generic[Store]):
         ident = (session_id, seq)
         self.store.deliveries.delivered(ident, self.held.pop(ident))
 
-    def process(self, key: bytes | None, value: bytes | None, partition: int = 0) -> Outcome:
-        """One record through `process_record`, and its verdict (or resend) sent."""
+    def process(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int = 0,
+        log_time: float | None = None,
+        now: datetime | None = None,
+    ) -> Outcome:
+        """One record through `process_record`, and its verdict (or resend) sent. The
+        record's Kafka timestamp is `log_time`, by default its event's `ts` (a producer
+        that publishes each event as it happens); the worker's clock is `now`, by default
+        that timestamp (read at once), else `NOW`."""
+        stamp = stamped(value) if log_time is None else log_time
+        if now is None:
+            now = NOW if stamp is None else datetime.fromtimestamp(stamp, UTC)
         outcome = process_record(
-            key, value, self.store, self.options, self.expiry, partition=partition, now=NOW
+            key,
+            value,
+            self.store,
+            self.options,
+            self.expiry,
+            partition=partition,
+            now=now,
+            log_time=stamp,
         )
         payload = None
         if isinstance(outcome, Processed):
@@ -143,7 +173,13 @@ def over_table(
     index = expiry_index() if expiry is None else expiry
     for key, value in table.items():
         record = SessionRecord.decode(value)
-        index.touch(partition_of(key), key.decode(), record.last_ts, ended=record.ended)
+        index.touch_at(
+            partition_of(key),
+            key.decode(),
+            record.seen_at,
+            ended=record.ended,
+            wall=record.seen_wall,
+        )
     return Pipeline(
         TableSessionStore(table, deferred=deferred),
         options=options() if pipeline_options is None else pipeline_options,

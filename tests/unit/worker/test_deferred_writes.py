@@ -58,7 +58,9 @@ def _acknowledged_left_out(table: FakeTable) -> dict[bytes, bytes]:
     settled = {}
     for key, value in table.items():
         record = SessionRecord.decode(value)
-        settled[key] = SessionRecord(record.state, record.last_seq, record.last_ts).encode()
+        settled[key] = SessionRecord(
+            record.state, record.last_seq, record.last_ts, (), (), record.seen, record.seen_wall
+        ).encode()
     return settled
 
 
