@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA
-from loopwatch.streams.commands.options import positive_float
+from loopwatch.streams.commands.options import add_bootstrap_option, positive_float
 from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, TopicOutcome
 
 if TYPE_CHECKING:  # the worker's modules need the `worker` extra: imported when run
@@ -45,6 +45,7 @@ def missing_worker_extra(command: str) -> bool:
 
 def add_service_options(parser: argparse.ArgumentParser) -> None:
     """The options of a command that runs a stream app as a service."""
+    add_bootstrap_option(parser)
     parser.add_argument(
         "--loglevel",
         default="info",

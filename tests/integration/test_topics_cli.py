@@ -52,7 +52,7 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
     )
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert f"created {kafka_settings.config_topic} (1 partitions; cleanup.policy=compact)" in (
+    assert f"created {kafka_settings.config_topic} (1 partition; cleanup.policy=compact)" in (
         first.stdout
     )
     # events, changelog, verdicts, warnings, dlq, episodes, config
