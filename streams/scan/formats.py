@@ -57,12 +57,12 @@ def mismatch(fmt: Format, messages: Sequence[Any], record: Mapping[str, Any]) ->
         return None
     fits = " or ".join(f"--format {other}" for other in sorted(marked))
     return (
-        f"this is not {_a(fmt)} conversation but {' or '.join(map(_a, sorted(marked)))}: "
+        f"this is not {article(fmt)} conversation but {' or '.join(map(article, sorted(marked)))}: "
         f"use {fits} (or --format auto)"
     )
 
 
-def _a(name: str) -> str:
+def article(name: str) -> str:
     """`an openai`, `a gemini`."""
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
 

@@ -106,7 +106,8 @@ def _conversation(
     messages = value if isinstance(value, list) else _messages(record)
     if messages is None or not all(isinstance(m, Mapping) for m in messages):
         return InvalidConversation(
-            f"not a {'transcript' if wanted == AUTO else wanted} conversation: expected "
+            f"not {formats.article('transcript' if wanted == AUTO else wanted)} conversation: "
+            "expected "
             f"{SHAPES}; accepted formats: {', '.join(FORMATS)} (or events)",
             number,
         )
@@ -127,10 +128,12 @@ def _conversation(
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
-        return InvalidConversation(f"not a {fmt} conversation: {where}: {error['msg']}", number)
+        return InvalidConversation(
+            f"not {formats.article(fmt)} conversation: {where}: {error['msg']}", number
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         return InvalidConversation(
-            f"not a {fmt} conversation: a message lacks an expected field "
+            f"not {formats.article(fmt)} conversation: a message lacks an expected field "
             f"({type(exc).__name__}: {exc})",
             number,
         )
