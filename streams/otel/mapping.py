@@ -60,7 +60,9 @@ class SpanRecord:
     start_ns: int
     end_ns: int
     received_ms: int
-    """Kafka timestamp of the exporter record that carried the span (the bridge's clock)."""
+    """Kafka timestamp of the exporter record that carried the span: the Collector's
+    clock, which the bridge does not go by (contract §10.5); a stand-in only where no
+    other time exists (pure replays of records, a record without a timestamp)."""
     expects_tools: bool = False
     """chat: its finish reasons say the model asked for tools."""
     tool_name: str = ""
