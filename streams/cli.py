@@ -9,14 +9,21 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from loopwatch.streams.commands import COMMANDS
+from loopwatch.streams.commands.exit_codes import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    exit_code_table,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopwatch",
         description="Fleet-wide tool-loop detection for AI agents.",
-        epilog="The wire and behaviour contract (events, fingerprints, rules, verdicts, "
+        epilog=exit_code_table()
+        + "\n\nThe wire and behaviour contract (events, fingerprints, rules, verdicts, "
         "placement, dead letters) is docs/contract.md in the loopwatch project.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"loopwatch {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -40,9 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`loopwatch scan ... | head`): stop quietly, like cat does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     return code
 
 

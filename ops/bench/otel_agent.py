@@ -17,7 +17,7 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -53,10 +53,19 @@ class InstrumentedAgent:
     record_content: bool = True
     """Opt-in `gen_ai.tool.call.arguments` / `.result` recorded, or only names."""
     style: Style = "sibling"
+    strict: bool = False
+    """The conventions to the letter: conversation and agent ids only on the invoke_agent
+    and chat spans (none on execute_tool spans)."""
+    operation: str = "chat"
+    """The model call's operation name (`generate_content`, `text_completion`, ...)."""
+    processors: Sequence[SpanProcessor] = ()
+    """Span processors before the exporter's (e.g. ConversationSpanProcessor)."""
     exporter: InMemorySpanExporter = field(default_factory=InMemorySpanExporter)
 
     def __post_init__(self) -> None:
         provider = TracerProvider(resource=Resource.create({"service.name": "test-agent"}))
+        for processor in self.processors:
+            provider.add_span_processor(processor)
         provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self._tracer = provider.get_tracer("loopwatch.otel_agent")
         self._clock = START_NS
@@ -79,13 +88,13 @@ class InstrumentedAgent:
         root_context = trace.set_span_in_context(root)
         for turn in turns:
             chat = self._tracer.start_span(
-                "chat model-x",
+                f"{self.operation} model-x",
                 context=root_context,
                 kind=SpanKind.CLIENT,
                 start_time=self._tick(),
                 attributes={
                     **common,
-                    "gen_ai.operation.name": "chat",
+                    "gen_ai.operation.name": self.operation,
                     "gen_ai.request.model": "model-x",
                     "gen_ai.response.finish_reasons": ["tool_calls"] if turn else ["stop"],
                 },
@@ -104,7 +113,7 @@ class InstrumentedAgent:
     def _tool(self, tool: Tool, parent: Any, common: dict[str, Any]) -> None:
         self._calls += 1
         attributes = {
-            **common,
+            **({} if self.strict else common),
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool.name,
             "gen_ai.tool.call.id": f"call_{self._calls}",

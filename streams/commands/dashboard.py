@@ -8,8 +8,8 @@ import logging
 import sys
 from typing import Any
 
-from loopwatch.streams.commands.exit_codes import EXIT_USAGE
-from loopwatch.streams.commands.options import port
+from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_OK, EXIT_USAGE
+from loopwatch.streams.commands.options import add_bootstrap_option, command_environ, port
 from loopwatch.streams.commands.service import missing_worker_extra
 from loopwatch.streams.fleetview import DEFAULT_PORT
 from loopwatch.streams.fleetview.feed import FeedError, FeedTopics
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_option(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     parser.add_argument(
@@ -89,18 +90,31 @@ def run(args: argparse.Namespace) -> int:
     from loopwatch.streams.fleetview.server import DashboardError  # noqa: PLC0415  (aiohttp)
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(command_environ(args))
+    except SettingsError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    try:
         return asyncio.run(_serve(args, settings))
-    except (SettingsError, BrokerUnreachable, FeedError, DashboardError) as exc:
-        print(f"loopwatch dashboard: {exc}", file=sys.stderr)
-        return 2
+    except BrokerUnreachable as exc:
+        return _fail(str(exc), EXIT_KAFKA)
+    except (FeedError, DashboardError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"loopwatch dashboard: {message}", file=sys.stderr)
+    return code
 
 
 async def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from loopwatch.streams.fleetview.server import start_dashboard, until_interrupted  # noqa: PLC0415
 
+    # aiokafka logs each failed connection attempt (~60 lines before the connect gives
+    # up): silent while connecting, where our one message says it; then outages are
+    # summarised as the worker's are (streams.worker.broker_outage)
+    aiokafka_log = logging.getLogger("aiokafka")
+    aiokafka_log.setLevel(logging.CRITICAL)
     dashboard = await start_dashboard(
         settings,
         feed_topics(args, settings),
@@ -108,9 +122,22 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
         port=args.port,
         since_seconds=args.since * 60,
     )
+    aiokafka_log.setLevel(logging.WARNING)
+    outage_log = asyncio.create_task(_summarise_outages(), name="loopwatch-dashboard-outages")
     print(f"loopwatch dashboard: {dashboard.url} (Ctrl-C stops it)", flush=True)
     try:
         await until_interrupted()
     finally:
+        outage_log.cancel()
         await dashboard.stop()
-    return 0
+    return EXIT_OK
+
+
+async def _summarise_outages() -> None:
+    from loopwatch.streams.worker.broker_outage import BrokerOutage, install  # noqa: PLC0415
+
+    outage = BrokerOutage(logging.getLogger("loopwatch.dashboard"), subject="the dashboard")
+    install(outage)
+    while True:
+        await asyncio.sleep(1.0)
+        outage.tick()

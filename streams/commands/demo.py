@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_LOOP_FOUND, EXIT_OK, EXIT_USAGE
 from loopwatch.streams.commands.options import (
     bootstrap_servers,
     existing_dir,
@@ -109,9 +109,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return asyncio.run(_demo(args))
-    except (BrokerError, SettingsError, BrokerUnreachable, TopicError, WorkerFailed) as exc:
+    except SettingsError as exc:
         print(f"loopwatch demo: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
+    except (BrokerError, BrokerUnreachable, TopicError, WorkerFailed) as exc:
+        print(f"loopwatch demo: {exc}", file=sys.stderr)
+        return EXIT_KAFKA
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -172,7 +175,8 @@ async def _demo(args: argparse.Namespace) -> int:
             code = await asyncio.to_thread(worker.stop)
             print(f"worker stopped (exit code {code})")
             await _clean_up(settings, broker, prefix, workdir, topics_made)
-    return 0 if summary.loops_broken == summary.loops and not summary.clean_sessions_warned else 1
+    passed = summary.loops_broken == summary.loops and not summary.clean_sessions_warned
+    return EXIT_OK if passed else EXIT_LOOP_FOUND
 
 
 async def _clean_up(

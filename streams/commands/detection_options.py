@@ -1,14 +1,25 @@
-"""The detection options that `scan` and `report` share: `--threshold`,
-`--mutating-failure-threshold` and the config they build with the worker's settings."""
+"""The input and detection options that `scan` and `report` share (`--format`,
+`--profile`, `--threshold`, `--mutating-failure-threshold`, `--policy`) and the config they
+build with the worker's settings.
+
+Precedence: a flag, else the worker's LOOPWATCH_* detection setting, else the default. A
+`--policy` record is a whole config (as on the worker, where a policy replaces the
+settings): it replaces the LOOPWATCH_* detection settings, and a flag beside it is an
+error, never silently dropped.
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from loopwatch.models import DetectionConfig
-from loopwatch.streams.settings import ENVIRONMENT, Settings
+from loopwatch.models import DEFAULT_KEY, ConfigError, DetectionConfig, PolicyRef
+from loopwatch.streams.commands.policy_file import read_policy
+from loopwatch.streams.scan.inputs import EVENTS_FORMAT, FORMAT_CHOICES
+from loopwatch.streams.scan.transcripts import AUTO
+from loopwatch.streams.settings import DAY_SECONDS, ENVIRONMENT, Settings
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 # The flags that override the environment's detection settings.
@@ -26,6 +37,62 @@ _DETECTION_SETTINGS = frozenset(
         "result_aware_batches",
     }
 )
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What to judge with: the config, and the policy record it came from (or None)."""
+
+    config: DetectionConfig
+    policy: PolicyRef | None = None
+    idle_ttl: float = float(DAY_SECONDS)
+    """`LOOPWATCH_SESSION_TTL_SECONDS`, applied per session as the worker does (§8.5)."""
+
+
+def add_detection_options(parser: argparse.ArgumentParser) -> None:
+    """`--format`, `--profile`, the thresholds and `--policy`, as `scan` and `report` take
+    them."""
+    parser.add_argument(
+        "--format",
+        choices=FORMAT_CHOICES,
+        default=AUTO,
+        help=f"{AUTO} (the default: events or a transcript, told by the input, each "
+        f"transcript line in the format it shows), {EVENTS_FORMAT} (loopwatch events, one "
+        "per line), or transcripts: openai (Chat messages), anthropic (Messages), responses "
+        "(Responses API input items), gemini (contents), bedrock (Converse messages); a "
+        "transcript file is one JSON array of messages or one conversation per line; "
+        "gzip files are read as they are",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("seed", "extended"),
+        help="seed (the default: the four rules of docs/contract.md §4) or extended (§9); "
+        "default: LOOPWATCH_PROFILE",
+    )
+    add_threshold_options(parser)
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="judge every event with this policy record (JSON, as `loopwatch policy set` "
+        "takes it, docs/contract.md §9.6) as the key *: it replaces --profile, the "
+        "thresholds and the LOOPWATCH_* detection settings (a flag beside it is an error)",
+    )
+
+
+def detection(args: argparse.Namespace, environ: Mapping[str, str]) -> Detection:
+    """The config the options and `environ` give. Raises ConfigError (a bad flag, or a
+    flag beside `--policy`), SettingsError (a bad variable) or InvalidPolicy."""
+    idle_ttl = session_ttl(environ)
+    if args.policy is None:
+        return Detection(detection_config(args, environ), idle_ttl=idle_ttl)
+    beside = [f"--{key.replace('_', '-')}" for key in _FLAGS if getattr(args, key) is not None]
+    if beside:
+        raise ConfigError(
+            f"--policy and {' and '.join(beside)} both given: the policy record sets the "
+            "profile and thresholds itself (put them in the record, or drop --policy)"
+        )
+    policy = read_policy(DEFAULT_KEY, args.policy)
+    return Detection(policy.config, policy.ref, idle_ttl)
 
 
 def add_threshold_options(parser: argparse.ArgumentParser) -> None:

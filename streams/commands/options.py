@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,3 +92,24 @@ def bootstrap_servers(raw: str) -> str:
     except SettingsError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return servers
+
+
+def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
+    """`--bootstrap`, for every command that talks to Kafka."""
+    parser.add_argument(
+        "--bootstrap",
+        type=bootstrap_servers,
+        metavar="HOST:PORT",
+        help="the Kafka broker(s), comma-separated (default: KAFKA_BOOTSTRAP_SERVERS, else "
+        "localhost:9092)",
+    )
+
+
+def command_environ(args: argparse.Namespace) -> dict[str, str]:
+    """The process environment, with `--bootstrap` (when given) as KAFKA_BOOTSTRAP_SERVERS:
+    the flag wins over the variable."""
+    environ = dict(os.environ)
+    bootstrap: str | None = getattr(args, "bootstrap", None)
+    if bootstrap is not None:
+        environ["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
+    return environ

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.options import command_environ
 from loopwatch.streams.commands.service import (
     add_service_options,
     missing_worker_extra,
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from loopwatch.streams.otel.topics import create_bridge_topics  # noqa: PLC0415
 
     try:
-        settings = OtelSettings.from_env()
+        settings = OtelSettings.from_env(command_environ(args))
     except SettingsError as exc:
         print(f"loopwatch otel-bridge: {exc}", file=sys.stderr)
         return EXIT_USAGE

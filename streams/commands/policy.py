@@ -9,20 +9,22 @@ import json
 import logging
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
-from loopwatch.models import DetectionConfig, InvalidPolicy, parse_policy
+from loopwatch.models import DetectionConfig, InvalidPolicy
 from loopwatch.models.policy import check_key
-from loopwatch.streams.commands.options import positive_float
+from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from loopwatch.streams.commands.options import (
+    add_bootstrap_option,
+    command_environ,
+    positive_float,
+)
+from loopwatch.streams.commands.policy_file import parse_policy_text, read_policy_text
 from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, create_topics
 from loopwatch.streams.settings import Settings, SettingsError
 from loopwatch.streams.worker.policy_book import PolicyBook
 from loopwatch.streams.worker.policy_follower import delete_policy, read_policies, write_policy
-
-EXIT_OK = 0
-EXIT_KAFKA = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -42,6 +44,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     get.add_argument("agent", help="the agent id, or * for the fleet default")
     get.set_defaults(handler=run_get)
     listing = actions.add_parser("list", help="list every key with its version and profile")
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per key: key, version, profile and the record",
+    )
     listing.set_defaults(handler=run_list)
     delete = actions.add_parser(
         "delete",
@@ -57,6 +64,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             default=30.0,
             help="seconds to wait for the broker (default 30)",
         )
+        add_bootstrap_option(action)
 
 
 def _fail(message: str, code: int) -> int:
@@ -64,18 +72,25 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _settings() -> Settings | str:
+def _settings(args: argparse.Namespace) -> Settings | str:
     try:
-        return Settings.from_env()
+        return Settings.from_env(command_environ(args))
     except SettingsError as exc:
         return f"invalid settings: {exc}"
 
 
 async def _current(settings: Settings, timeout: float) -> PolicyBook:
+    return (await _read(settings, timeout))[0]
+
+
+async def _read(settings: Settings, timeout: float) -> tuple[PolicyBook, int]:
+    """The policies in force, and the lowest version a new record may have: above every
+    version the topic holds and above its end offset, so that a version is never given
+    twice, even after a delete and compaction (contract §9.7)."""
     await create_topics(settings, timeout=timeout)  # a first `set` finds no topic yet
     book = PolicyBook(DetectionConfig())
-    await read_policies(settings, book, timeout=timeout)
-    return book
+    end = await read_policies(settings, book, timeout=timeout)
+    return book, max(book.highest_version, end) + 1
 
 
 def _run(action: Coroutine[Any, Any, int]) -> int:
@@ -88,37 +103,35 @@ def _run(action: Coroutine[Any, Any, int]) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings(args)
     if isinstance(settings, str):
         return _fail(settings, EXIT_USAGE)
     try:
-        if args.file == "-":
-            text = sys.stdin.read()
-        else:
-            with open(args.file, encoding="utf-8") as source:
-                text = source.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        return _fail(f"cannot read {args.file}: {exc}", EXIT_USAGE)
-    try:
-        parse_policy(args.agent, text, version=1)  # the record's own faults, before Kafka
+        text = read_policy_text(args.file)
+        record = parse_policy_text(args.agent, text)  # its own faults, before Kafka
     except InvalidPolicy as exc:
         return _fail(f"invalid policy: {exc}", EXIT_USAGE)
+    own_version = json.loads(text).get("version")
 
     async def put() -> int:
-        book = await _current(settings, args.timeout)
-        current = book.get(args.agent)
-        policy = parse_policy(
-            args.agent, text, version=1 if current is None else current.version + 1
-        )
+        _book, lowest = await _read(settings, args.timeout)
+        # a record's own version is kept when it is new; an older one would name a
+        # version that verdicts already carry
+        policy = replace(record, version=max(record.version, lowest))
         await write_policy(settings, policy)
-        print(f"set {policy.key} version {policy.version} (profile {policy.config.profile})")
+        note = (
+            f"; the record's version {own_version} was already used"
+            if own_version is not None and own_version != policy.version
+            else ""
+        )
+        print(f"set {policy.key} version {policy.version} (profile {policy.config.profile}{note})")
         return EXIT_OK
 
     return _run(put())
 
 
 def run_get(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings(args)
     if isinstance(settings, str):
         return _fail(settings, EXIT_USAGE)
 
@@ -133,20 +146,25 @@ def run_get(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings(args)
     if isinstance(settings, str):
         return _fail(settings, EXIT_USAGE)
 
     async def listing() -> int:
         for policy in (await _current(settings, args.timeout)).policies():
-            print(f"{policy.key}\t{policy.version}\t{policy.config.profile}")
+            if args.json:
+                record = policy.to_record()
+                listed = {"key": policy.key, "version": policy.version, "record": record}
+                print(json.dumps({**listed, "profile": policy.config.profile}, sort_keys=True))
+            else:
+                print(f"{policy.key}\t{policy.version}\t{policy.config.profile}")
         return EXIT_OK
 
     return _run(listing())
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings(args)
     if isinstance(settings, str):
         return _fail(settings, EXIT_USAGE)
     try:

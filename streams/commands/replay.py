@@ -2,8 +2,9 @@
 its verdicts give exactly `loopwatch scan`'s warnings for the same input (docs/scan.md).
 
 Exit codes: 0 every session matched; 1 the broker could not be reached; 2 bad options,
-settings or an unreadable file; 4 (`EXIT_MISMATCH`) some session's live warnings differ
-from scan's, or its verdicts did not all arrive before `--deadline`.
+settings or an unreadable file; 6 no event in the input; 7 (`EXIT_MISMATCH`) some
+session's live warnings differ from scan's, or its verdicts did not all arrive before
+`--deadline` (the table: `loopwatch --help`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ from loopwatch.streams.commands.detection_options import (
     detection_config,
     session_ttl,
 )
-from loopwatch.streams.commands.exit_codes import EXIT_KAFKA, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
+from loopwatch.streams.commands.exit_codes import (
+    EXIT_KAFKA,
+    EXIT_MISMATCH,
+    EXIT_NO_EVENTS,
+    EXIT_OK,
+    EXIT_USAGE,
+)
 from loopwatch.streams.commands.options import bootstrap_servers, positive_float
 from loopwatch.streams.scan.compare import SessionComparison, compare
-from loopwatch.streams.scan.recorded import EVENTS_FORMAT, INPUT_FORMATS, read_recorded
+from loopwatch.streams.scan.inputs import FORMAT_CHOICES, INPUT_ERRORS
+from loopwatch.streams.scan.recorded import read_recorded
 from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.scan.transcripts import AUTO
 from loopwatch.streams.settings import Settings, SettingsError
 
 _NAME = "loopwatch replay"
@@ -52,15 +61,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "the same LOOPWATCH_* settings). Kafka: KAFKA_BOOTSTRAP_SERVERS and the "
             "KAFKA_SECURITY_PROTOCOL/SSL/SASL settings, topic names from LOOPWATCH_*_TOPIC. "
             "Exit codes: 0 all match, 1 broker unreachable, 2 bad options or input, "
-            "4 a mismatch or verdicts missing at the deadline."
+            "6 no event in the input, 7 a mismatch or verdicts missing at the deadline."
         ),
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="recorded input files")
     parser.add_argument(
         "--format",
-        choices=INPUT_FORMATS,
-        default=EVENTS_FORMAT,
-        help="events (default) or a transcript format, as `loopwatch scan` takes it",
+        choices=FORMAT_CHOICES,
+        default=AUTO,
+        help="auto (default: told by the input), events or a transcript format, as "
+        "`loopwatch scan` takes it",
     )
     parser.add_argument(
         "--rebase",
@@ -115,14 +125,14 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         recorded = read_recorded(args.files, args.format)
-    except OSError as exc:
+    except INPUT_ERRORS as exc:
         print(f"{_NAME}: cannot read input: {exc}", file=sys.stderr)
         return EXIT_USAGE
     for skipped in recorded.skipped:
         print(f"{_NAME}: {skipped}", file=sys.stderr)
     if not recorded.events:
         print(f"{_NAME}: no event to replay in {', '.join(args.files)}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_NO_EVENTS
     run_id = None if args.keep_ids else (args.run_id or uuid.uuid4().hex[:8])
     events = prepared(recorded.events, run_id=run_id, rebase_to=_now() if args.rebase else None)
     scanner = Scanner(config, idle_ttl=idle_ttl)

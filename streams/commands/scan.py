@@ -1,13 +1,16 @@
 """`loopwatch scan FILE...`: detect loops in recorded sessions, offline.
 
-Exit codes: 0 done; 1 `--fail-on-loop` and a warning was found; 2 bad options, settings
-or an unreadable file; 3 `--strict` and some line was invalid (it wins over 1: a gate
-over garbage must not pass, nor report a loop it could not check fully).
+Exit codes (streams.commands.exit_codes, one table for every command): 0 done; 2 bad
+options, settings or an unreadable file; 4 `--fail-on-loop` and a warning was found; 5
+`--strict` and some line was invalid (it wins over 4: a gate over garbage must not pass,
+nor report a loop it could not check fully); 6 no valid event at all (nothing was
+checked: an empty input, or every line invalid, e.g. read with the wrong `--format`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -15,39 +18,28 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import IO, Any
 
-from loopwatch.models import (
-    DEFAULT_KEY,
-    AgentEvent,
-    ConfigError,
-    InvalidEvent,
-    InvalidPolicy,
-    Policy,
-    PolicyRef,
-    decode_event,
-    parse_policy,
+from loopwatch.models import AgentEvent, ConfigError, InvalidEvent, InvalidPolicy, decode_event
+from loopwatch.streams.commands.detection_options import add_detection_options, detection
+from loopwatch.streams.commands.exit_codes import (
+    EXIT_INVALID_INPUT,
+    EXIT_LOOP_FOUND,
+    EXIT_NO_EVENTS,
+    EXIT_OK,
+    EXIT_USAGE,
 )
-from loopwatch.streams.client.history import FORMATS
-from loopwatch.streams.commands.detection_options import (
-    add_threshold_options,
-    detection_config,
-    session_ttl,
+from loopwatch.streams.scan.inputs import (
+    EVENTS_FORMAT,
+    INPUT_ERRORS,
+    open_input,
+    sniff,
+    transcript_hint,
+    transcript_source,
 )
-from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
 from loopwatch.streams.scan.scanner import Scanner
-from loopwatch.streams.scan.transcripts import (
-    InvalidConversation,
-    looks_like_transcript,
-    read_conversations,
-)
+from loopwatch.streams.scan.transcripts import AUTO, InvalidConversation, read_conversations
 from loopwatch.streams.settings import SettingsError
 
-EXIT_LOOP_FOUND = 1
-"""`--fail-on-loop` and a warning was found."""
-EXIT_INVALID_INPUT = 3
-"""`--strict` and some input line was invalid."""
-
 _PROGRESS_EVERY = 20_000
-EVENTS_FORMAT = "events"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -56,46 +48,34 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="detect loops in recorded sessions or transcripts (no broker needed)",
         description=(
             "Read events (docs/contract.md §2) as JSON lines, any number of interleaved "
-            "sessions, or recorded transcripts (--format openai|anthropic|responses), and "
-            "print one verdict JSON line per processed event, in input order (files one "
-            "after the other, sessions carried across them). Duplicate and out-of-order "
-            "events get no line; invalid lines are reported on stderr with their line "
-            "number, skipped and counted. Detection settings default to the worker's "
-            "(LOOPWATCH_PROFILE, LOOPWATCH_THRESHOLD, ...); a flag overrides them. "
-            "Exit codes: 0 done, 1 --fail-on-loop and a warning found, 2 bad options or "
-            "unreadable file, 3 --strict and some line was invalid."
+            "sessions, or recorded transcripts (told apart by the input, or --format), "
+            "plain or gzip, and print one verdict JSON line per processed event, in input "
+            "order (files one after the other, sessions carried across them). Duplicate "
+            "and out-of-order events get no line; invalid lines are reported on stderr "
+            "with their line number, skipped and counted. Detection settings default to "
+            "the worker's (LOOPWATCH_PROFILE, LOOPWATCH_THRESHOLD, ...); a flag overrides "
+            "them. Exit codes: 0 done, 2 bad options or unreadable file, 4 --fail-on-loop "
+            "and a warning found, 5 --strict and some line was invalid, 6 no valid event "
+            "in the input (loopwatch --help lists every code)."
         ),
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="input files, or - for standard input"
+        "files", nargs="+", metavar="FILE", help="input files (.gz too), or - for standard input"
     )
-    parser.add_argument(
-        "--format",
-        choices=(EVENTS_FORMAT, *FORMATS),
-        default=EVENTS_FORMAT,
-        help="events (default: loopwatch events, one per line), or transcripts: openai "
-        "(Chat messages), anthropic (Messages), responses (Responses API input items); "
-        "a transcript file is one JSON array of messages or one conversation per line",
-    )
-    add_threshold_options(parser)
-    parser.add_argument(
-        "--profile",
-        choices=("seed", "extended"),
-        help="seed (the default: the four rules of docs/contract.md §4) or extended (§9)",
-    )
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="judge every event with this policy record (JSON, docs/contract.md §9.6) as "
-        "the key *; instead of --profile and the thresholds",
-    )
+    add_detection_options(parser)
     parser.add_argument(
         "--warnings-only", action="store_true", help="print only verdicts with a warning"
     )
     parser.add_argument(
-        "--fail-on-loop", action="store_true", help="exit 1 when any warning was found"
+        "--fail-on-loop",
+        action="store_true",
+        help=f"exit {EXIT_LOOP_FOUND} when any warning was found",
     )
-    parser.add_argument("--strict", action="store_true", help="exit 3 when any line was invalid")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {EXIT_INVALID_INPUT} when any line was invalid",
+    )
     parser.add_argument(
         "--episodes",
         action="store_true",
@@ -103,91 +83,92 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "line per episode as it closes; episodes still open at the end of the input "
         "last, as expired",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the closing summary on stderr as one JSON object instead of a sentence",
+    )
     parser.set_defaults(handler=run)
 
 
-def _policy(path: str) -> Policy:
-    try:
-        with open(path, "rb") as source:
-            return parse_policy(DEFAULT_KEY, source.read())
-    except OSError as exc:
-        raise InvalidPolicy(f"cannot read {path}: {exc.strerror}") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    ref: PolicyRef | None = None
     try:
-        if args.policy is None:
-            config = detection_config(args, os.environ)
-        else:
-            policy = _policy(args.policy)
-            config, ref = policy.config, policy.ref
+        judged = detection(args, os.environ)
     except ConfigError as exc:
-        print(f"loopwatch scan: invalid config: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(f"invalid config: {exc}")
     except SettingsError as exc:
-        print(f"loopwatch scan: invalid setting: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(f"invalid setting: {exc}")
     except InvalidPolicy as exc:
-        print(f"loopwatch scan: invalid policy {args.policy}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.files.count("-") > 1:
-        print("loopwatch scan: standard input (-) can be read only once", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        idle_ttl = session_ttl(os.environ)
-    except SettingsError as exc:
-        print(f"loopwatch scan: invalid setting: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    scanner = Scanner(config, policy=ref, idle_ttl=idle_ttl)
+        return _fail(f"invalid policy {args.policy}: {exc}")
+    if [*args.files, args.policy].count("-") > 1:
+        return _fail("standard input (-) can be read only once")
+    scanner = Scanner(judged.config, policy=judged.policy, idle_ttl=judged.idle_ttl)
     with ExitStack() as stack:
         sources: list[tuple[str, IO[bytes]]] = []
         for name in args.files:  # open all first: a typo fails before any output
             try:
-                source = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+                sources.append((name, open_input(name, stack)))
             except OSError as exc:
-                print(f"loopwatch scan: cannot read {name}: {exc.strerror}", file=sys.stderr)
-                return EXIT_USAGE
-            sources.append((name, stack.enter_context(source)))
+                return _fail(f"cannot read {name}: {exc.strerror or exc}")
         for name, source in sources:
             try:
-                if args.format == EVENTS_FORMAT:
-                    scan_lines(
-                        source,
-                        sys.stdout.buffer,
-                        scanner,
-                        args.warnings_only,
-                        name=name,
-                        episodes=args.episodes,
-                    )
-                else:
-                    scan_transcripts(
-                        source,
-                        sys.stdout.buffer,
-                        scanner,
-                        args.format,
-                        args.warnings_only,
-                        name=name,
-                        episodes=args.episodes,
-                    )
+                _scan_one(source, name, scanner, args)
             except BrokenPipeError:
                 raise  # the reader went away (`| head`): streams.cli stops quietly
-            except OSError as exc:  # e.g. a directory, or an I/O error mid-file
-                print(f"loopwatch scan: cannot read {name}: {exc.strerror}", file=sys.stderr)
-                return EXIT_USAGE
+            except INPUT_ERRORS as exc:  # a directory, an I/O error, a cut gzip stream
+                return _fail(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}")
+    # episodes still open close as expired, printed with --episodes, counted always (the
+    # summary counts what --episodes prints)
+    still_open = scanner.open_episodes()
     if args.episodes:
-        for episode in scanner.open_episodes():
+        for episode in still_open:
             sys.stdout.buffer.write(episode.to_json() + b"\n")
         sys.stdout.buffer.flush()
-    print(f"loopwatch scan: {scanner.stats.summary()}", file=sys.stderr)
-    if args.strict and scanner.stats.invalid:
+    stats = scanner.stats
+    if args.json:
+        print(json.dumps(stats.to_json(), sort_keys=True), file=sys.stderr)
+    else:
+        print(f"loopwatch scan: {stats.summary()}", file=sys.stderr)
+    if not stats.events:
+        return _fail(
+            "no valid event in the input, nothing was checked"
+            + (" (is --format right? --format auto tells them apart)" if stats.invalid else ""),
+            EXIT_NO_EVENTS,
+        )
+    if args.strict and stats.invalid:
         return EXIT_INVALID_INPUT
-    found = sum(scanner.stats.warnings.values())
+    found = sum(stats.warnings.values())
     return EXIT_LOOP_FOUND if args.fail_on_loop and found else EXIT_OK
 
 
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"loopwatch scan: {message}", file=sys.stderr)
+    return code
+
+
+def _scan_one(source: IO[bytes], name: str, scanner: Scanner, args: argparse.Namespace) -> None:
+    lines: Iterable[bytes] = source
+    transcript = args.format not in (AUTO, EVENTS_FORMAT)
+    if args.format == AUTO:
+        sniffed = sniff(source)
+        lines, transcript = sniffed.lines, sniffed.transcript
+    out = sys.stdout.buffer
+    if transcript:
+        scan_transcripts(
+            transcript_source(lines),
+            out,
+            scanner,
+            args.format,
+            args.warnings_only,
+            name=name,
+            episodes=args.episodes,
+        )
+    else:
+        scan_lines(lines, out, scanner, args.warnings_only, name=name, episodes=args.episodes)
+
+
 def scan_lines(
-    source: IO[bytes],
+    source: Iterable[bytes],
     out: IO[bytes],
     scanner: Scanner,
     warnings_only: bool = False,
@@ -207,12 +188,7 @@ def scan_lines(
         except InvalidEvent as exc:
             if not line.strip():  # a blank line is no event (tested here: it is rare)
                 continue
-            hint = (
-                f"; a transcript? try --format {'|'.join(FORMATS)}"
-                if looks_like_transcript(line)
-                else ""
-            )
-            _skip(scanner, name, number, f"{exc}{hint}")
+            _skip(scanner, name, number, f"{exc}{transcript_hint(line)}")
             continue
         # One event per line: no list and join as `_write` makes for a conversation.
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwatch.models.schema import episode_schema, event_schema, verdict_schema
+from loopwatch.streams.commands.exit_codes import EXIT_OK, EXIT_USAGE
 from loopwatch.streams.commands.options import output_dir
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         json.dump(schemas, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
-        return 0
+        return EXIT_OK
     out: Path = args.out
     try:
         out.mkdir(exist_ok=True)
@@ -46,5 +47,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {out / name}", file=sys.stderr)
     except OSError as exc:
         print(f"loopwatch schema: cannot write to {out}: {exc.strerror}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_USAGE
+    return EXIT_OK

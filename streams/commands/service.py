@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_KAFKA
-from loopwatch.streams.commands.options import positive_float
+from loopwatch.streams.commands.options import add_bootstrap_option, positive_float
 from loopwatch.streams.kafka.admin import BrokerUnreachable, TopicError, TopicOutcome
+from loopwatch.streams.scan.scanner import counted
 
 if TYPE_CHECKING:  # the worker's modules need the `worker` extra: imported when run
     from loopwatch.streams.worker.broker_outage import BrokerOutage
@@ -45,6 +46,7 @@ def missing_worker_extra(command: str) -> bool:
 
 def add_service_options(parser: argparse.ArgumentParser) -> None:
     """The options of a command that runs a stream app as a service."""
+    add_bootstrap_option(parser)
     parser.add_argument(
         "--loglevel",
         default="info",
@@ -73,7 +75,7 @@ def run_service(
     try:
         for outcome in loop.run_until_complete(ensure_topics(args.topic_timeout)):
             state = "created" if outcome.created else "exists"
-            print(f"topic {outcome.name}: {state}, {outcome.partitions} partitions")
+            print(f"topic {outcome.name}: {state}, {counted(outcome.partitions, 'partition')}")
     except (BrokerUnreachable, TopicError) as exc:
         print(f"loopwatch {command}: {exc}", file=sys.stderr)
         loop.close()

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from loopwatch.streams.commands.exit_codes import EXIT_USAGE
+from loopwatch.streams.commands.options import command_environ
 from loopwatch.streams.commands.service import (
     add_service_options,
     missing_worker_extra,
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if missing_worker_extra("worker"):
         return EXIT_USAGE
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(command_environ(args))
     except SettingsError as exc:
         print(f"loopwatch worker: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -65,8 +65,10 @@ def ensure_broker(bootstrap: str | None, data_dir: Path) -> Broker:
         return Broker(configured)
     if not KAFKA_SH.is_file():
         raise BrokerError(
-            f"no local broker script at {KAFKA_SH}: pass --bootstrap HOST:PORT "
-            "(or set KAFKA_BOOTSTRAP_SERVERS) to use a running broker"
+            f"no local broker script at {KAFKA_SH} (only a checkout of the loopwatch "
+            "repository has one): pass --bootstrap HOST:PORT (or set "
+            "KAFKA_BOOTSTRAP_SERVERS) to use a running broker, e.g. one started with "
+            "`docker run -d -p 9092:9092 apache/kafka:4.1.2`"
         )
     port = _free_port_pair()
     broker = Broker(f"127.0.0.1:{port}", private_port=port, data_dir=data_dir)

@@ -66,7 +66,7 @@ class BoardFeed:
             await self.stop()
             raise FeedError(
                 f"topic {self.topics.warnings!r} does not exist: start the worker or run "
-                "`loopwatch topics` first, or name another with --warnings-topic"
+                "`loopwatch topics create` first, or name another with --warnings-topic"
             )
         self._partitions = counts
         self.episodes_found = self.topics.episodes in counts

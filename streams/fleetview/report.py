@@ -7,20 +7,23 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loopwatch.models import (
     RULES,
+    AgentEvent,
     DetectionConfig,
-    InvalidEvent,
     LoopEpisode,
+    PolicyRef,
     broken_at_first_warning,
-    decode_event,
 )
 from loopwatch.streams.fleetview.assets import asset
-from loopwatch.streams.scan.scanner import Scanner
+from loopwatch.streams.scan.inputs import Skipped, open_input, read_events
+from loopwatch.streams.scan.scanner import DEFAULT_IDLE_TTL, Scanner
+from loopwatch.streams.scan.transcripts import AUTO
 
 TOP = 12
 """Rows of the agent, tool and session charts."""
@@ -37,6 +40,8 @@ REPEAT_BUCKETS: tuple[tuple[str, int], ...] = (
 POSITION_BUCKETS = 10
 """Where in a session loops start: tenths of the session's events."""
 SHOWN_LINE_ERRORS = 5
+LISTED_LOOPS = 1000
+"""Rows of the drill-down list of loops (the counts above it cover every loop)."""
 
 
 @dataclass
@@ -115,46 +120,77 @@ class ReportData:
             },
             "outcomes": dict(outcomes),
             "broken_first": {"loops": broken_first, "closed": len(self.loops)},
+            "loop_list": [
+                {
+                    "session_id": loop.session_id,
+                    "agent_id": loop.agent_id,
+                    "rule": loop.rule,
+                    "tool_names": list(loop.tool_names),
+                    "first_seq": loop.first_seq,
+                    "last_seq": loop.last_seq,
+                    "peak_count": loop.peak_count,
+                    "warnings": loop.warnings,
+                    "outcome": loop.outcome,
+                }
+                for loop in sorted(
+                    (loop for loop, _ in self.loops), key=lambda e: (e.session_id, e.first_seq)
+                )[:LISTED_LOOPS]
+            ],
         }
 
 
-def collect(paths: Iterable[Path], config: DetectionConfig) -> ReportData:
-    """Scan every file (JSON lines of events, as `loopwatch scan` reads) in order.
+def collect(
+    paths: Iterable[Path | str],
+    config: DetectionConfig,
+    *,
+    fmt: str = AUTO,
+    policy: PolicyRef | None = None,
+    idle_ttl: float | None = DEFAULT_IDLE_TTL,
+) -> ReportData:
+    """Scan every file as `loopwatch scan` reads it (events or transcripts, plain or gzip;
+    `-`: standard input), in order, judged by `config` (named `policy` in the verdicts),
+    a session's state reset after `idle_ttl` seconds of its own event time (§8.5).
 
-    Raises OSError for a file that cannot be read; an undecodable line is counted and
-    skipped. Sessions are keyed by session id across files, as one stream.
+    Raises OSError or EOFError for a file that cannot be read; an invalid line is counted
+    and skipped. Sessions are keyed by session id across files, as one stream.
     """
     data = ReportData()
-    scanner = Scanner(config)
+    scanner = Scanner(config, policy=policy, idle_ttl=idle_ttl)
     first_index: dict[tuple[str, str], int] = {}  # (session, rule) of an open loop
     for path in paths:
-        data.files.append(path.name)
-        with path.open("rb") as source:
-            for number, line in enumerate(source, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    event = decode_event(line)
-                except InvalidEvent as exc:
+        name = str(path)
+        label = "stdin" if name == "-" else Path(name).name
+        data.files.append(label)
+        with ExitStack() as stack:
+            source = open_input(name, stack)
+            for read in read_events(source, fmt, name=name):
+                if isinstance(read, Skipped):
                     data.skipped_lines += 1
                     if len(data.line_errors) < SHOWN_LINE_ERRORS:
-                        data.line_errors.append(f"{path.name} line {number}: {exc}")
+                        data.line_errors.append(f"{label} line {read.line}: {read.reason}")
                     continue
-                verdict = scanner.judge(event)
-                if verdict is None:
-                    continue
-                session = data.sessions.setdefault(event.session_id, SessionTally())
-                session.agent_id = event.agent_id or session.agent_id
-                # the loops this event closed first: a new loop of the same rule may start here
-                _add(data, scanner.closed_episodes, first_index)
-                if verdict.warning is not None:
-                    session.warnings += 1
-                    data.warnings[verdict.warning.rule] += 1
-                    first_index.setdefault((event.session_id, verdict.warning.rule), session.events)
-                session.events += 1
+                for event in read[1]:
+                    _judge(data, scanner, event, first_index)
     data.events = scanner.stats.events
     _add(data, scanner.open_episodes(), first_index)
     return data
+
+
+def _judge(
+    data: ReportData, scanner: Scanner, event: AgentEvent, first_index: dict[tuple[str, str], int]
+) -> None:
+    verdict = scanner.judge(event)
+    if verdict is None:
+        return
+    session = data.sessions.setdefault(event.session_id, SessionTally())
+    session.agent_id = event.agent_id or session.agent_id
+    # the loops this event closed first: a new loop of the same rule may start here
+    _add(data, scanner.closed_episodes, first_index)
+    if verdict.warning is not None:
+        session.warnings += 1
+        data.warnings[verdict.warning.rule] += 1
+        first_index.setdefault((event.session_id, verdict.warning.rule), session.events)
+    session.events += 1
 
 
 def _add(
@@ -170,10 +206,12 @@ def summary_lines(numbers: dict[str, Any]) -> list[str]:
     """A short text summary for the terminal."""
     t = numbers["totals"]
     share = t["sessions_with_loops"] / t["sessions"] if t["sessions"] else 0.0
+    files = len(numbers["files"])
     lines = [
-        f"{t['events']:,} events, {t['sessions']:,} sessions from {len(numbers['files'])} "
-        f"file(s): {t['loops']:,} loops in {t['sessions_with_loops']:,} sessions "
-        f"({'<1%' if 0 < share < 0.005 else f'{share:.0%}'}), {t['warnings']:,} warnings",
+        f"{_n(t['events'], 'event')}, {_n(t['sessions'], 'session')} from "
+        f"{_n(files, 'file')}: {_n(t['loops'], 'loop')} in "
+        f"{_n(t['sessions_with_loops'], 'session')} "
+        f"({'<1%' if 0 < share < 0.005 else f'{share:.0%}'}), {_n(t['warnings'], 'warning')}",
     ]
     if t["loops"]:
         rules = ", ".join(f"{rule} {n}" for rule, n in numbers["by_rule"].items() if n)
@@ -182,19 +220,24 @@ def summary_lines(numbers: dict[str, Any]) -> list[str]:
         lines.append("top tools: " + _top(numbers["by_tool"]))
         worst = numbers["top_sessions"][0]
         lines.append(
-            f"most loops: {worst['session_id']} ({worst['loops']} loops, "
-            f"{worst['warnings']} warnings in {worst['events']} events)"
+            f"most loops: {worst['session_id']} ({_n(worst['loops'], 'loop')}, "
+            f"{_n(worst['warnings'], 'warning')} in {_n(worst['events'], 'event')})"
         )
     first = numbers.get("broken_first")
     if first and first["closed"]:
         lines.append(
             f"broken after the first warning: {first['loops'] / first['closed']:.0%} "
-            f"({first['loops']} of {first['closed']} loops changed course at the first "
+            f"({first['loops']} of {_n(first['closed'], 'loop')} changed course at the first "
             "model call that saw it)"
         )
     if t["skipped_lines"]:
-        lines.append(f"{t['skipped_lines']:,} lines skipped (not valid events)")
+        lines.append(f"{_n(t['skipped_lines'], 'line')} skipped (not valid events)")
     return lines
+
+
+def _n(count: int, noun: str) -> str:
+    """`1,234 events`, `1 event`."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def _top(rows: list[tuple[str, int]], n: int = 3) -> str:

@@ -107,11 +107,18 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     ]
 
 
+START_A_BROKER = (
+    "Point KAFKA_BOOTSTRAP_SERVERS (or --bootstrap) at a running broker, or start one: "
+    "`docker run -d -p 9092:9092 apache/kafka:4.1.2` (in a checkout of the loopwatch "
+    "repository: `make kafka-up`)."
+)
+"""The way out when no broker answers, for a pip-installed user and for a checkout."""
+
+
 def unreachable_message(bootstrap_servers: str, detail: str, timeout: float) -> str:
     return (
         f"Kafka is not reachable at {bootstrap_servers} within {timeout:g} s ({detail}). "
-        "Start the local broker with `make kafka-up`, or set KAFKA_BOOTSTRAP_SERVERS "
-        "to a running one."
+        f"{START_A_BROKER}"
     )
 
 

@@ -7,9 +7,13 @@
    window, `streams.otel.ordering`); sessions whose window closed → events on
    `agent-events`. Ticks (records without a key, one per partition per second from every
    bridge) carry the wall clock, so windows close while no span arrives. The bridge's
-   clock per partition is the newest tick it has read there (before the first one, the
-   time of the first span record), which makes a replay of the same records close the
-   same windows: the same events with the same `seq`.
+   clock per partition is the newest of the ticks and of the Kafka timestamps of the span
+   records it has read there: both are the bridges' own clocks (a re-keyed record is
+   stamped by the bridge that produced it), kept in the topic, which makes a replay of
+   the same records close the same windows: the same events with the same `seq`. The
+   Collector's clock (the exporter records' timestamps) is never used: one record stamped
+   far ahead would hold every session of the partition until real time caught up
+   (contract §10.5).
 
 The table is written only while a record of the same partition is being processed, as
 faust requires: a session's span records and the ticks of its partition.
@@ -125,16 +129,19 @@ class OtelBridge:
             if message.key is TICK_KEY:
                 self._advance(partition, int(document["tick"]))
             else:
-                await self._admit(partition, message.key, SpanRecord.from_document(document))
+                record = SpanRecord.from_document(document)
+                if message.timestamp:  # stamped by the bridge that re-keyed it
+                    self._advance(partition, int(message.timestamp * 1000))
+                await self._admit(partition, message.key, record)
         except (ValueError, TypeError, KeyError) as exc:
             await self._dead_letter(message, DeadLetter("internal", type(exc).__name__))
             return
         await self._release_due(partition)
 
     async def _admit(self, partition: int, key: bytes, record: SpanRecord) -> None:
-        # The clock is the ticks' (one wall clock per bridge, in the topic, so a replay
-        # sees the same); a Collector's record time stands in only before the first tick,
-        # since the Collector's clock may be off.
+        # The clock is the bridges' (ticks and re-keyed records, in the topic, so a replay
+        # sees the same). Only a record without a timestamp (none on a broker) on a
+        # partition without a clock yet falls back to the exporter record's time.
         now = self._clock.setdefault(partition, record.received_ms)
         session, admission = admit(self._load(key), record, now)
         if admission == "stale":

@@ -32,7 +32,14 @@ TOOL_RESULT = "gen_ai.tool.call.result"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 ERROR_TYPE = "error.type"
 
-_OPERATIONS: dict[str, SpanKind] = {"execute_tool": "tool", "chat": "chat"}
+_OPERATIONS: dict[str, SpanKind] = {
+    "execute_tool": "tool",
+    "chat": "chat",
+    # the conventions' other model-call operations (Gemini/Vertex instrumentations name
+    # their calls so): a model call is a chat span, whatever its API
+    "generate_content": "chat",
+    "text_completion": "chat",
+}
 _TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})
 MAX_SESSION_ID_CHARS = 256
 UNNAMED_ERROR = "error"
@@ -53,7 +60,9 @@ class SpanRecord:
     start_ns: int
     end_ns: int
     received_ms: int
-    """Kafka timestamp of the exporter record that carried the span (the bridge's clock)."""
+    """Kafka timestamp of the exporter record that carried the span: the Collector's
+    clock, which the bridge does not go by (contract §10.5); a stand-in only where no
+    other time exists (pure replays of records, a record without a timestamp)."""
     expects_tools: bool = False
     """chat: its finish reasons say the model asked for tools."""
     tool_name: str = ""
@@ -73,7 +82,8 @@ class SpanRecord:
 
 
 def span_kind(span: Span) -> SpanKind | None:
-    """`chat`, `tool` (execute_tool), or None for any other span (not used)."""
+    """`chat` (a model call: chat, generate_content, text_completion), `tool`
+    (execute_tool), or None for any other span (not used)."""
     operation = span.attributes.get(OPERATION)
     if not isinstance(operation, str):
         operation = span.name.split(" ", 1)[0]  # the conventions' span name prefix

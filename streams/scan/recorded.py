@@ -4,21 +4,25 @@ which publishes them, and `loopwatch.scan`, which judges them in process."""
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from io import BytesIO
-from typing import IO, Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 
 from loopwatch.models import AgentEvent, InvalidEvent, decode_event
 from loopwatch.streams.client.history import FORMATS
-from loopwatch.streams.scan.transcripts import InvalidConversation, read_conversations
+from loopwatch.streams.scan.inputs import EVENTS_FORMAT, open_input
+from loopwatch.streams.scan.inputs import Skipped as InputSkipped
+from loopwatch.streams.scan.inputs import read_events as read_input_events
 
-EVENTS_FORMAT = "events"
+__all__ = ["EVENTS_FORMAT", "INPUT_FORMATS", "Recorded", "Skipped", "as_events", "read_recorded"]
+
 INPUT_FORMATS = (EVENTS_FORMAT, *FORMATS)
+"""The formats of in-memory input (`loopwatch.scan`); files also take `auto`."""
 
 
 @dataclass
@@ -41,43 +45,19 @@ class Recorded:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-def open_input(path: str) -> IO[bytes]:
-    """A file for reading bytes, decompressed when its name ends in `.gz`."""
-    if path.endswith(".gz"):
-        return cast(IO[bytes], gzip.open(path, "rb"))
-    return open(path, "rb")  # (the caller closes it)
-
-
-def read_events(source: IO[bytes], fmt: str, *, name: str) -> Iterator[AgentEvent | Skipped]:
-    """The events of one input, in order, with a `Skipped` for each line that is none."""
-    if fmt == EVENTS_FORMAT:
-        for number, line in enumerate(source, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield decode_event(line)
-            except InvalidEvent as exc:
-                yield Skipped(name, number, str(exc))
-        return
-    for conversation in read_conversations(source, fmt, name=name):  # type: ignore[arg-type]
-        if isinstance(conversation, InvalidConversation):
-            reason, number = conversation.args
-            yield Skipped(name, number, reason)
-        else:
-            yield from conversation.events
-
-
 def read_recorded(paths: Iterable[str], fmt: str) -> Recorded:
-    """Every event of `paths` (read one after the other). Raises OSError for a file that
-    cannot be read (gzip's BadGzipFile is one)."""
+    """Every event of `paths` (read one after the other) as `loopwatch scan` reads them:
+    `fmt` as its `--format` takes it (`auto` included), gzip told by its first bytes, `-`
+    standard input. Raises OSError or EOFError for a file that cannot be read."""
     recorded = Recorded()
     for path in paths:
-        with open_input(path) as source:
-            for item in read_events(source, fmt, name=path):
-                if isinstance(item, Skipped):
-                    recorded.skipped.append(item)
+        with ExitStack() as stack:
+            source = open_input(path, stack)
+            for item in read_input_events(source, fmt, name=path):
+                if isinstance(item, InputSkipped):
+                    recorded.skipped.append(Skipped(path, item.line, item.reason))
                 else:
-                    recorded.events.append(item)
+                    recorded.events.extend(item[1])
     return recorded
 
 
@@ -103,9 +83,9 @@ def as_events(items: Iterable[Any], fmt: str, *, name: str = "input") -> Recorde
     else:
         conversations = listed
     data = b"\n".join(json.dumps(c).encode() for c in conversations)
-    for item in read_events(BytesIO(data), fmt, name=name):
-        if isinstance(item, Skipped):
-            recorded.skipped.append(item)
+    for item in read_input_events(BytesIO(data), fmt, name=name):
+        if isinstance(item, InputSkipped):
+            recorded.skipped.append(Skipped(name, item.line, item.reason))
         else:
-            recorded.events.append(item)
+            recorded.events.extend(item[1])
     return recorded

@@ -41,13 +41,32 @@ class ScanStats:
         rules = ", ".join(f"{rule}={n}" for rule, n in sorted(self.warnings.items()))
         outcomes = ", ".join(f"{outcome}={n}" for outcome, n in sorted(self.episodes.items()))
         return (
-            f"{self.events} events, {len(self.sessions)} sessions, "
-            f"{sum(self.warnings.values())} warnings ({rules or 'none'}), "
+            f"{counted(self.events, 'event')}, {counted(len(self.sessions), 'session')}, "
+            f"{counted(sum(self.warnings.values()), 'warning')} ({rules or 'none'}), "
             f"{self.duplicates} duplicate/out-of-order skipped; "
-            f"{self.invalid} invalid lines; "
-            f"{sum(self.episodes.values())} loop episodes ({outcomes or 'none'})"
-            + (f"; {self.resets} idle state resets" if self.resets else "")
+            f"{counted(self.invalid, 'invalid line')}; "
+            f"{counted(sum(self.episodes.values()), 'loop episode')} ({outcomes or 'none'})"
+            + (f"; {counted(self.resets, 'idle state reset')}" if self.resets else "")
         )
+
+    def to_json(self) -> dict[str, object]:
+        """The summary's numbers (`scan --json`)."""
+        return {
+            "events": self.events,
+            "sessions": len(self.sessions),
+            "warnings": sum(self.warnings.values()),
+            "warnings_by_rule": dict(sorted(self.warnings.items())),
+            "duplicates_skipped": self.duplicates,
+            "invalid_lines": self.invalid,
+            "episodes": sum(self.episodes.values()),
+            "episodes_by_outcome": dict(sorted(self.episodes.items())),
+            "state_resets": self.resets,
+        }
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 event`, `2 events`, `0 events`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class Scanner:

@@ -18,12 +18,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pydantic import ValidationError
 
 from loopwatch.models import AgentEvent
 from loopwatch.streams.client.history import FORMATS, Format, HistoryReader, as_agent_events
+from loopwatch.streams.scan import formats
+
+AUTO = "auto"
+"""Read each conversation in the format its own marks show (streams.scan.formats)."""
 
 TRANSCRIPT_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SESSION_FIELDS = ("session_id", "conversation_id", "id")
@@ -46,7 +50,7 @@ class Conversation:
 
 
 def read_conversations(
-    source: IO[bytes], fmt: Format, *, name: str
+    source: IO[bytes], fmt: Format | str, *, name: str
 ) -> Iterator[Conversation | InvalidConversation]:
     """Each conversation of `source` as events, or the reason a line is not one.
 
@@ -96,16 +100,20 @@ def _whole_file_conversation(data: bytes) -> list[Any] | None:
 
 
 def _conversation(
-    value: Any, fmt: Format, label: str, number: int
+    value: Any, wanted: Format | str, label: str, number: int
 ) -> Conversation | InvalidConversation:
     record: Mapping[str, Any] = value if isinstance(value, Mapping) else {}
     messages = value if isinstance(value, list) else _messages(record)
     if messages is None or not all(isinstance(m, Mapping) for m in messages):
         return InvalidConversation(
-            f"not a {fmt} conversation: expected {SHAPES}; accepted formats: "
-            f"{', '.join(FORMATS)} (or events, the default)",
+            f"not {formats.article('transcript' if wanted == AUTO else wanted)} conversation: "
+            "expected "
+            f"{SHAPES}; accepted formats: {', '.join(FORMATS)} (or events)",
             number,
         )
+    fmt = _format(wanted, messages, record, number)
+    if isinstance(fmt, InvalidConversation):
+        return fmt
     session_id = _session_id(record) or f"{label}:{number}"
     agent_id = record.get("agent_id") if isinstance(record.get("agent_id"), str) else None
     try:
@@ -120,14 +128,30 @@ def _conversation(
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
-        return InvalidConversation(f"not a {fmt} conversation: {where}: {error['msg']}", number)
+        return InvalidConversation(
+            f"not {formats.article(fmt)} conversation: {where}: {error['msg']}", number
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         return InvalidConversation(
-            f"not a {fmt} conversation: a message lacks an expected field "
+            f"not {formats.article(fmt)} conversation: a message lacks an expected field "
             f"({type(exc).__name__}: {exc})",
             number,
         )
     return Conversation(number, events)
+
+
+def _format(
+    wanted: str, messages: Sequence[Any], record: Mapping[str, Any], number: int
+) -> Format | InvalidConversation:
+    """The format to read the conversation in, or why it is refused."""
+    if wanted == AUTO:
+        found = formats.detect(messages, record)
+        if found in FORMATS:
+            return found
+        return InvalidConversation(f"cannot tell the format: {found}; pass --format", number)
+    fmt = cast(Format, wanted)
+    refused = formats.mismatch(fmt, messages, record)
+    return fmt if refused is None else InvalidConversation(refused, number)
 
 
 def _messages(record: Mapping[str, Any]) -> Sequence[Any] | None:

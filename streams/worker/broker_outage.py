@@ -50,8 +50,11 @@ class BrokerOutage:
         self,
         log: logging.Logger | None = None,
         clock: Callable[[], float] = time.monotonic,
+        subject: str = "the worker",
     ) -> None:
         self.log = log or logging.getLogger("loopwatch.broker")
+        self.subject = subject
+        """Who keeps retrying, as the log line says it."""
         self.clock = clock
         self.down_since: float | None = None
         """When the current outage started (None: the broker is reachable)."""
@@ -83,9 +86,9 @@ class BrokerOutage:
             self.outages += 1
             self._suppressed = self._suppressed_total = 0
             self.log.warning(
-                "Kafka broker unavailable (%s); the worker keeps retrying, a summary "
-                "follows every %.0f s",
+                "Kafka broker unavailable (%s); %s keeps retrying, a summary follows every %.0f s",
                 reason,
+                self.subject,
                 SUMMARY_EVERY_SECONDS,
             )
         else:

@@ -26,6 +26,9 @@ class PolicyBook:
         self._policies: dict[str, Policy] = {}
         # What `judge` returns per key, built once per record (it runs for every event).
         self._judged: dict[str, tuple[DetectionConfig, PolicyRef]] = {}
+        self.highest_version = 0
+        """The highest version of any valid record folded in, removed ones included
+        (`policy set` gives a new record a version above it: contract §9.7)."""
 
     def apply(self, key: bytes | None, value: bytes | None) -> Policy | None:
         """Fold one record in: a policy replaces the key's, a tombstone removes it.
@@ -39,6 +42,7 @@ class PolicyBook:
             self._judged.pop(removed, None)
             return None
         policy = parse_policy(key, value)
+        self.highest_version = max(self.highest_version, policy.version)
         self._policies[policy.key] = policy
         self._judged[policy.key] = (policy.config, policy.ref)
         return policy

@@ -92,15 +92,16 @@ async def _log_invalid(record: Any, error: InvalidPolicy) -> None:
 
 async def read_policies(
     settings: Settings, book: PolicyBook, *, timeout: float = 30.0, on_invalid: OnInvalid = _ignore
-) -> None:
-    """Fold every record now on the topic into `book` (up to the end offset seen first)."""
+) -> int:
+    """Fold every record now on the topic into `book` (up to the end offset seen first);
+    that end offset (offsets never go back, and compaction keeps them)."""
     consumer = _consumer(settings)
     await consumer.start()
     try:
         tp = TopicPartition(settings.config_topic, PARTITION)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
-        end = (await consumer.end_offsets([tp]))[tp]
+        end: int = (await consumer.end_offsets([tp]))[tp]
         deadline = time.monotonic() + timeout
         while await consumer.position(tp) < end:
             remaining = deadline - time.monotonic()
@@ -110,6 +111,7 @@ async def read_policies(
             await _fold(book, batches.get(tp, []), on_invalid)
     finally:
         await consumer.stop()
+    return end
 
 
 async def write_policy(settings: Settings, policy: Policy) -> None:

@@ -36,6 +36,12 @@ def test_the_report_of_the_shared_trajectories_draws_its_numbers(tmp_path: Path)
         assert chart_values(driver, "chart-position") == dict(
             zip(position["labels"], position["counts"], strict=True)
         )
+        # the drill-down: one row per loop, by session, the session as its title
+        rows = driver.execute_script(
+            "return [...document.querySelectorAll('#loop-list li')].map(li => li.dataset.title)"
+        )
+        assert rows == [loop["session_id"] for loop in numbers["loop_list"]]
+        assert len(rows) == numbers["totals"]["loops"]
         # nothing was fetched: the page is one file
         fetched = driver.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"

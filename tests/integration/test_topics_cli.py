@@ -47,12 +47,13 @@ async def test_create_then_create_again(kafka_settings: Settings, kafka_admin: o
     assert first.returncode == 0, first.stderr
     assert f"created {kafka_settings.events_topic} (3 partitions" in first.stdout
     assert f"created {kafka_settings.verdicts_topic} (2 partitions" in first.stdout
-    assert f"created {kafka_settings.changelog_topic} (3 partitions; cleanup.policy=compact)" in (
-        first.stdout
-    )
+    assert (
+        f"created {kafka_settings.changelog_topic} (3 partitions; cleanup.policy=compact, "
+        "segment.bytes=67108864, segment.ms=3600000, min.cleanable.dirty.ratio=0.2)"
+    ) in first.stdout
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert f"created {kafka_settings.config_topic} (1 partitions; cleanup.policy=compact)" in (
+    assert f"created {kafka_settings.config_topic} (1 partition; cleanup.policy=compact)" in (
         first.stdout
     )
     # events, changelog, verdicts, warnings, dlq, episodes, config

@@ -44,6 +44,15 @@
     C.hbars($("chart-outcomes"), Object.keys(OUTCOMES).map((o) => [OUTCOMES[o], data.outcomes[o] || 0]), {
       empty: "no loops", labelWidth: 180, colorOf: (_, i) => ["#34d399", "#94a3b8", "#fbbf24"][i],
     });
+    C.loopList($("loop-list"), data.loop_list.map((e) => ({
+      color: C.ruleColor(e.rule), title: e.session_id, subtitle: e.agent_id || "(no agent id)",
+      what: `${C.RULE_NAMES[e.rule] || e.rule} · ${e.tool_names.join(", ")}`,
+      pill: OUTCOMES[e.outcome] || e.outcome, pillClass: e.outcome,
+      num: `seq ${e.first_seq}–${e.last_seq} · ×${e.peak_count}`,
+    })), "no loops");
+    if (data.loop_list.length < t.loops) {
+      $("loop-list-hint").textContent = `(the first ${data.loop_list.length} of ${t.loops}, by session)`;
+    }
     document.body.dataset.loops = t.loops;
   }
 

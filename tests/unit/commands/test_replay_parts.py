@@ -13,7 +13,12 @@ import pytest
 
 from loopwatch.models import AgentEvent
 from loopwatch.streams.cli import main
-from loopwatch.streams.commands.exit_codes import EXIT_MISMATCH, EXIT_USAGE
+from loopwatch.streams.commands.exit_codes import (
+    EXIT_CODES,
+    EXIT_MISMATCH,
+    EXIT_NO_EVENTS,
+    EXIT_USAGE,
+)
 from loopwatch.streams.commands.replay import prepared, summary
 from loopwatch.streams.scan.compare import compare
 from loopwatch.streams.scan.recorded import as_events, read_recorded
@@ -79,13 +84,14 @@ def test_compare_matches_warning_for_warning_and_names_what_differs() -> None:
     assert "1 match, 1 mismatch, 0 incomplete; 1 warnings live, 2 in scan" in text
 
 
-def test_usage_errors_exit_2_before_touching_kafka(
+def test_usage_errors_exit_before_touching_kafka(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("{not json\n")
-    assert main(["replay", str(empty)]) == EXIT_USAGE
+    assert main(["replay", str(empty)]) == EXIT_NO_EVENTS
     assert "no event to replay" in capsys.readouterr().err
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == EXIT_USAGE
     assert "cannot read input" in capsys.readouterr().err
-    assert EXIT_MISMATCH not in (0, 1, 2, 3)
+    codes = [code for code, _ in EXIT_CODES]
+    assert EXIT_MISMATCH in codes and len(set(codes)) == len(codes), "one meaning each"

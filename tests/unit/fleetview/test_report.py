@@ -110,7 +110,7 @@ def test_the_cli_writes_the_page_and_prints_a_summary(
     out = tmp_path / "report.html"
     assert main(["report", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "1 loops in 1 sessions" in captured.out
+    assert "9 events, 1 session from 1 file: 1 loop in 1 session (100%)" in captured.out
     assert "most loops: edit-loop" in captured.out
     assert "2 lines skipped" in captured.out
     assert "events.jsonl line 10" in captured.err

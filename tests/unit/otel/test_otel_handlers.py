@@ -73,18 +73,22 @@ class Bridge:
         )
         await self.handlers.on_export_record(message)
 
-    async def order(self, key: bytes | None, value: bytes | None) -> None:
+    async def order(
+        self, key: bytes | None, value: bytes | None, stamped_ms: int | None = None
+    ) -> None:
         self.offset += 1
-        message = Message(self.settings.internal_topic, 0, self.offset, key, value)
+        timestamp = None if stamped_ms is None else stamped_ms / 1000
+        message = Message(self.settings.internal_topic, 0, self.offset, key, value, timestamp)
         await self.handlers.on_span_record(message)
 
     async def tick(self, now_ms: int) -> None:
         await self.order(None, tick_value(now_ms))
 
-    async def rekeyed(self) -> None:
-        """Hand every span record stage 1 sent so far to stage 2 (all on partition 0)."""
+    async def rekeyed(self, stamped_ms: int | None = None) -> None:
+        """Hand every span record stage 1 sent so far to stage 2 (all on partition 0),
+        with the Kafka timestamp the re-keying bridge's producer gave them."""
         for _topic, key, value, _ in self.outputs.on(self.settings.internal_topic):
-            await self.order(key, value)
+            await self.order(key, value, stamped_ms)
         self.outputs.sent = [s for s in self.outputs.sent if s[0] != self.settings.internal_topic]
 
     def events(self) -> list[Any]:
@@ -123,6 +127,42 @@ async def test_ticks_release_a_window_by_the_bridge_clock_not_the_collectors() -
     assert len(events) == len(raw_session(LOOPING))
     assert rules(events) == rules(raw_session(LOOPING))
     assert all(key == b"conv-1" for _, key, _, _ in b.outputs.on(b.settings.base.events_topic))
+
+
+async def test_a_collector_clock_ahead_holds_no_session_before_the_first_tick() -> None:
+    # A fresh partition (start, restart, rebalance): span records before any tick. The
+    # Collector stamped its records 600 s ahead; the bridge's own stamp is the clock.
+    b = bridge()
+    skewed = InstrumentedAgent()
+    skewed.run("skewed", LOOPING)
+    for value in export_records(skewed.spans(), batch=4):
+        await b.export(value, NOW_MS + 600_000)
+    correct = InstrumentedAgent()
+    correct.run("correct", LOOPING)
+    for value in export_records(correct.spans(), batch=4):
+        await b.export(value, NOW_MS)
+    await b.rekeyed(stamped_ms=NOW_MS)
+    await b.tick(NOW_MS + WINDOW_MS + 1)
+    sessions = {event.session_id for event in b.events()}
+    assert sessions == {"skewed", "correct"}  # both within their window, none held 600 s
+
+
+async def test_a_collector_clock_behind_closes_no_window_early() -> None:
+    # 600 s behind: a window opened by that clock would close at the first tick, and the
+    # session's spans still in flight would come after its release (stale, lost).
+    b = bridge()
+    records = looping_records()
+    for value in records[:2]:
+        await b.export(value, NOW_MS - 600_000)
+    await b.rekeyed(stamped_ms=NOW_MS)
+    await b.tick(NOW_MS + WINDOW_MS // 2)
+    assert b.events() == []  # the window is open: half of it has passed
+    for value in records[2:]:
+        await b.export(value, NOW_MS - 600_000 + WINDOW_MS // 2)
+    await b.rekeyed(stamped_ms=NOW_MS + WINDOW_MS // 2)
+    await b.tick(NOW_MS + WINDOW_MS + 1)
+    assert b.handlers.counters.spans_stale == 0
+    assert rules(b.events()) == rules(raw_session(LOOPING))
 
 
 async def test_records_delivered_again_publish_nothing() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loopwatch.streams.commands.exit_codes import EXIT_INVALID_INPUT, EXIT_LOOP_FOUND
 from tests.support.builders import SessionBuilder
 from tests.support.shared_data import trajectory_files
 
@@ -63,7 +64,7 @@ def test_one_verdict_per_processed_event_in_input_order(tmp_path: Path) -> None:
 def test_warnings_only_and_fail_on_loop(tmp_path: Path) -> None:
     path = str(looping_file(tmp_path))
     done = scan("--warnings-only", "--fail-on-loop", path)
-    assert done.returncode == 1
+    assert done.returncode == EXIT_LOOP_FOUND
     assert [json.loads(line)["seq"] for line in done.stdout.splitlines()] == [4, 5]
     clean = scan("--fail-on-loop", "--threshold", "4", path)
     assert clean.returncode == 0
@@ -143,11 +144,12 @@ def test_garbage_never_ends_in_a_traceback_and_is_counted(tmp_path: Path) -> Non
     assert "; 7 invalid lines" in stderr  # the six above and the `{broken` line
     assert len(done.stdout.splitlines()) == 9  # the valid events still got their verdicts
     strict = scan("--strict", "--fail-on-loop", str(path))
-    assert strict.returncode == 3  # garbage wins over the loop found
-    assert scan("--strict", str(looping_file(tmp_path))).returncode == 3  # `{broken`
+    assert strict.returncode == EXIT_INVALID_INPUT  # garbage wins over the loop found
+    broken = scan("--strict", str(looping_file(tmp_path)))  # its `{broken` line
+    assert broken.returncode == EXIT_INVALID_INPUT
 
 
-def test_strict_passes_clean_input_and_fail_on_loop_still_says_1(tmp_path: Path) -> None:
+def test_strict_passes_clean_input_and_fail_on_loop_still_says_loop_found(tmp_path: Path) -> None:
     a = SessionBuilder("clean")
     a.call("search", {"q": 1})
     a.result(result="something")
@@ -162,7 +164,7 @@ def test_strict_passes_clean_input_and_fail_on_loop_still_says_1(tmp_path: Path)
             if b"broken" not in line
         )
     )
-    assert scan("--strict", "--fail-on-loop", str(looping)).returncode == 1
+    assert scan("--strict", "--fail-on-loop", str(looping)).returncode == EXIT_LOOP_FOUND
 
 
 def test_several_files_are_one_scan(tmp_path: Path) -> None:
@@ -196,7 +198,7 @@ def test_thresholds_come_from_the_worker_environment_and_flags_win(tmp_path: Pat
     raised = scan_env({"LOOPWATCH_THRESHOLD": "4"}, "--fail-on-loop", path)
     assert raised.returncode == 0  # three repeats are below 4
     overridden = scan_env({"LOOPWATCH_THRESHOLD": "4"}, "--fail-on-loop", "--threshold", "3", path)
-    assert overridden.returncode == 1
+    assert overridden.returncode == EXIT_LOOP_FOUND
     for value in ("0", "2.5", "true"):
         bad = scan_env({"LOOPWATCH_THRESHOLD": value}, path)
         assert bad.returncode == 2

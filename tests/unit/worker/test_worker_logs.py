@@ -67,6 +67,17 @@ def test_an_outage_is_three_lines_with_its_duration(caplog: pytest.LogCaptureFix
     assert log_filter.filter(record("Something else failed", logging.WARNING))
 
 
+def test_the_dashboard_names_itself_as_the_one_that_retries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("test.dashboard")
+    outage = BrokerOutage(clock=Clock(), log=log, subject="the dashboard")
+    caplog.set_level(logging.INFO, logger="test.dashboard")
+    assert not OutageLogFilter(outage).filter(record(CONNECT))
+    [message] = [r.getMessage() for r in caplog.records]
+    assert "; the dashboard keeps retrying" in message
+
+
 def test_the_end_waits_for_quiet_after_the_coordinator_is_back() -> None:
     clock = Clock()
     outage = BrokerOutage(clock=clock, log=logging.getLogger("test.outage"))
