@@ -40,3 +40,7 @@ COMMANDS.append(policy.register)
 from loopwatch.streams.commands import otel_bridge  # noqa: E402
 
 COMMANDS.append(otel_bridge.register)
+
+from loopwatch.streams.commands import acls  # noqa: E402
+
+COMMANDS.append(acls.register)

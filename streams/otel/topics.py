@@ -1,6 +1,7 @@
-"""The bridge's topics: the worker's (it publishes to `agent-events`, dead letters to the
-DLQ), the exporter's topic when missing, and its own co-partitioned pair (re-keyed span
-records and the `otel-sessions` changelog)."""
+"""The bridge's topics: the two of the worker's it writes (`agent-events`, the DLQ), the
+exporter's topic when missing, and its own co-partitioned pair (re-keyed span records and
+the `otel-sessions` changelog). Only those: its principal needs no right on the worker's
+other topics (docs/operations.md, "Least privilege")."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def bridge_topic_specs(settings: OtelSettings) -> list[TopicSpec]:
     n, rf = base.partitions, base.replication_factor
     retention = {"retention.ms": str(DAY_SECONDS * 1000)}
     return [
-        *topic_specs(base),
+        *(spec for spec in topic_specs(base) if spec.name in (base.events_topic, base.dlq_topic)),
         # Usually created by whoever runs the Collector; any partition count works.
         TopicSpec(settings.spans_topic, n, rf, retention),
         TopicSpec(settings.internal_topic, n, rf, retention, must_match_partitions=True),
