@@ -109,6 +109,8 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
         since_seconds=args.since * 60,
     )
     print(f"loopwatch dashboard: {dashboard.url} (Ctrl-C stops it)", flush=True)
+    if settings.dashboard_token is not None:
+        print(f"  it needs its token: open {dashboard.url}?token=<LOOPWATCH_DASHBOARD_TOKEN> once")
     try:
         await until_interrupted()
     finally:
