@@ -15,11 +15,11 @@ from aiokafka.errors import for_code
 from aiokafka.protocol.admin import CreateAclsRequest
 
 from loopwatch.streams.kafka.acls import Grant
+from loopwatch.streams.kafka.authorized import OPERATION_CODES
 
 # Kafka's wire codes (org.apache.kafka.common.acl / resource)
 RESOURCE_CODES = {"topic": 2, "group": 3, "cluster": 4, "transactional-id": 5}
 PATTERN_CODES = {"literal": 3, "prefixed": 4}
-OPERATION_CODES = {"READ": 3, "WRITE": 4, "CREATE": 5, "ALTER": 7, "DESCRIBE": 8}
 ALLOW = 3
 ANY_HOST = "*"
 CLUSTER_AUTHORIZATION_FAILED = 31

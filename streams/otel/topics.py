@@ -5,13 +5,16 @@ other topics (docs/operations.md, "Least privilege")."""
 
 from __future__ import annotations
 
+from loopwatch.streams.kafka.acls import Names
 from loopwatch.streams.kafka.admin import (
+    TopicError,
     TopicOutcome,
     TopicSpec,
     connect_admin,
     ensure_topics,
     topic_specs,
 )
+from loopwatch.streams.kafka.rights import MissingRight, require_rights
 from loopwatch.streams.otel.settings import OtelSettings
 
 DAY_SECONDS = 24 * 3600
@@ -37,8 +40,15 @@ def bridge_topic_specs(settings: OtelSettings) -> list[TopicSpec]:
 
 
 async def create_bridge_topics(settings: OtelSettings, timeout: float = 30.0) -> list[TopicOutcome]:
+    """The bridge's topics (created when missing), then its rights on them (TopicError
+    naming a missing one: streams.kafka.rights)."""
     admin = await connect_admin(settings.base, timeout)
     try:
-        return await ensure_topics(admin, bridge_topic_specs(settings), timeout)
+        outcomes = await ensure_topics(admin, bridge_topic_specs(settings), timeout)
+        try:
+            await require_rights(admin, "bridge", Names.of(settings.base, settings))
+        except MissingRight as exc:
+            raise TopicError(str(exc)) from None
+        return outcomes
     finally:
         await admin.close()

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -172,3 +174,17 @@ async def consume_as(
     finally:
         await consumer.stop()
     return records
+
+
+def page(url: str, token: str | None = None) -> tuple[int, str]:
+    """(status, body text) of a page; (0, '') while nothing answers."""
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""

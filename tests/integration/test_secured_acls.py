@@ -9,6 +9,7 @@ import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,10 +87,11 @@ async def test_worker_runtime_and_dashboard_each_with_only_their_rights(
         await dashboard.stop()
 
 
+@pytest.mark.parametrize("kind", ["sasl", "mtls"])
 async def test_the_bridge_reads_spans_and_writes_events_with_only_its_rights(
-    secure_broker: SecureBroker, tmp_path: Path
+    secure_broker: SecureBroker, tmp_path: Path, kind: str
 ) -> None:
-    deployment = await Deployment.make(secure_broker)
+    deployment = await Deployment.make(secure_broker, kind)
     deployment.grant("bridge")
     agent = InstrumentedAgent(style="child")
     agent.run("acl-bridge", LOOPING)
@@ -169,19 +171,24 @@ async def test_two_tenants_are_kept_apart(secure_broker: SecureBroker, tmp_path:
     assert await write_refused(b_runtime, a_names.events_topic)
 
 
-async def test_a_worker_without_its_verdicts_right_stops_in_one_line_within_10_s(
-    secure_broker: SecureBroker, tmp_path: Path
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [("no right", "has no right on topic"), ("READ, not WRITE", "lacks WRITE on topic")],
+)
+async def test_a_worker_missing_its_verdicts_right_stops_in_one_line_within_10_s(
+    secure_broker: SecureBroker, tmp_path: Path, case: str, named: str
 ) -> None:
     deployment = await Deployment.make(secure_broker)
     names = deployment.otel("admin")
     verdicts = names.base.verdicts_topic
-    # the worker's rights, but none on the verdicts topic, to a principal of its own here
+    # the worker's rights but not its verdicts right, to a principal of its own here
     # (`dashboard` holds no right on this deployment's names)
-    partial = [
-        grant
-        for grant in grants(Names.of(names.base, names), {"worker": "User:dashboard"}, ["worker"])
-        if grant.name != verdicts
-    ]
+    partial = []
+    for grant in grants(Names.of(names.base, names), {"worker": "User:dashboard"}, ["worker"]):
+        if grant.name != verdicts:
+            partial.append(grant)
+        elif case != "no right":
+            partial.append(replace(grant, operations=("READ",)))
     await deployment.grant_only(partial)
     worker = WorkerProcess(deployment.as_user("dashboard"), tmp_path)
     try:
@@ -192,5 +199,6 @@ async def test_a_worker_without_its_verdicts_right_stops_in_one_line_within_10_s
         worker.stop()
     log = worker.log()
     assert code != 0, log
-    named = [line for line in log.splitlines() if verdicts in line and "right" in line]
-    assert len(named) == 1 and "Traceback" not in log, log
+    lines = [line for line in log.splitlines() if f"{named} {verdicts}" in line]
+    assert len(lines) == 1 and "Traceback" not in log, log
+    assert "loopwatch acls" in lines[0]

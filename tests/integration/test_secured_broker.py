@@ -19,7 +19,7 @@ import pytest
 from loopwatch.streams.client import LoopwatchClient
 from loopwatch.streams.demo.conversation import Conversation
 from loopwatch.streams.demo.loopers import failing_edit
-from tests.integration.secured import cli_env
+from tests.integration.secured import cli_env, page
 from tests.integration.worker_harness import REPO_ROOT, WorkerEnv, WorkerProcess
 from tests.support.kafka_broker import SecureBroker
 
@@ -47,8 +47,9 @@ async def test_a_looping_session_gets_its_warning_over_the_secured_broker(
             await session.end()
         assert outcome.warned_after == 2, worker.log_excerpt()
         assert client.stats.warnings["repeated_failed_mutation"] >= 1
-        _, ready = worker.get("/ready")
-        _, metrics = worker.get("/metrics")
+        ready = page(worker.url + "/ready")
+        metrics = page(worker.url + "/metrics")
+        assert metrics[0] == 200 and "loopwatch_" in metrics[1]  # a real page, not empty
     finally:
         worker.stop()
     secret = secure_broker.password("admin")
