@@ -234,3 +234,17 @@ async def test_no_secret_in_any_log_page_or_help_of_a_secured_run(
         if secret in text
     ]
     assert leaks == [] and TOKEN not in "".join(shown.values())
+
+
+async def test_the_dashboard_without_its_rights_stops_in_one_line_within_10_s(
+    secure_broker: SecureBroker,
+) -> None:
+    deployment = await Deployment.make(secure_broker)  # nothing granted to `dashboard`
+    env = deployment.as_user("dashboard").env(web_port=6066)
+    started = time.monotonic()
+    done = run_cli(["dashboard", "--port", str(free_ports())], env, timeout=REFUSED_WITHIN_SECONDS)
+    assert time.monotonic() - started < REFUSED_WITHIN_SECONDS
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1, done.stdout + done.stderr
+    assert f"lacks READ on topic {deployment.env.warnings}" in lines[0]
+    assert "loopwatch acls --role dashboard" in lines[0]
