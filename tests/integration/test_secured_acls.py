@@ -58,10 +58,14 @@ async def _looping_session_warned(deployment: Deployment, user: str, session_id:
     assert client.stats.warnings["repeated_failed_mutation"] >= 1
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 async def test_worker_runtime_and_dashboard_each_with_only_their_rights(
-    secure_broker: SecureBroker, tmp_path: Path
+    secure_broker: SecureBroker, tmp_path: Path, guarantee: str
 ) -> None:
-    deployment = await Deployment.make(secure_broker)
+    """exactly_once: the worker's transactions need its prefixed transactional-id right."""
+    deployment = await Deployment.make(
+        secure_broker, names=(("LOOPWATCH_PROCESSING_GUARANTEE", guarantee),)
+    )
     deployment.grant("worker", "runtime", "dashboard")
     worker = WorkerProcess(deployment.as_user("worker"), tmp_path)
     try:
