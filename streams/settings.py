@@ -158,6 +158,9 @@ class Settings(BaseModel):
     """`json`: one JSON object per log line (streams.worker.log_format)."""
     web_host: str = "127.0.0.1"
     web_port: StrictInt = Field(6066, ge=1, le=65535)
+    dashboard_token: SecretStr | None = None
+    """`loopwatch dashboard` (and the demo's page) require this bearer token when set
+    (streams.fleetview.guard); never logged or printed."""
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
@@ -269,6 +272,19 @@ class Settings(BaseModel):
             raise SettingsError("KAFKA_SSL_KEYFILE is set but KAFKA_SSL_CERTFILE is not")
 
 
+MIN_TOKEN_CHARS = 16
+
+
+def _token(name: str, raw: str) -> SecretStr:
+    """A bearer token: long enough not to be guessed (its value is never shown)."""
+    if len(raw.strip()) < MIN_TOKEN_CHARS or any(c.isspace() for c in raw.strip()):
+        raise SettingsError(
+            f"{name} must be at least {MIN_TOKEN_CHARS} characters without spaces "
+            f"(e.g. `openssl rand -hex 16`); the value given is not shown"
+        )
+    return SecretStr(raw.strip())
+
+
 ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "bootstrap_servers": ("KAFKA_BOOTSTRAP_SERVERS", servers),
     "app_id": ("LOOPWATCH_APP_ID", topic_name),
@@ -325,6 +341,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "log_format": ("LOOPWATCH_LOG_FORMAT", choice("text", "json")),
     "web_host": ("LOOPWATCH_WEB_HOST", text),
     "web_port": ("LOOPWATCH_WEB_PORT", port),
+    "dashboard_token": ("LOOPWATCH_DASHBOARD_TOKEN", _token),
     "security_protocol": (
         "KAFKA_SECURITY_PROTOCOL",
         choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),

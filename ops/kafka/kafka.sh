@@ -25,7 +25,8 @@
 #   <datadir>/clients/USER.{sasl,mtls}.env. Users (= principals): admin (the only super
 #   user), worker, runtime, dashboard, bridge, and tenant-{a,b}-{worker,runtime};
 #   the certificate of CN=NAME is the principal User:NAME. No ACLs are made here: only
-#   admin can do anything until someone grants rights (docs/operations.md, "Security").
+#   admin can do anything until someone grants rights: `loopwatch acls --apply` as admin
+#   (docs/operations.md, "Least privilege"; tenant-* users: "Tenants apart").
 #
 # Environment (all optional):
 #   KAFKA_PORT (9092; --secure: KAFKA_SECURE_PORT, 9192), KAFKA_CONTROLLER_PORT (port + 1;

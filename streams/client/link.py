@@ -19,7 +19,15 @@ from loopwatch.streams.client.breaker import CircuitBreaker
 from loopwatch.streams.client.claim import PartitionClaim
 from loopwatch.streams.client.outbox import Outbox, Outgoing
 from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
+from loopwatch.streams.client.refusals import (
+    AiokafkaQuiet,
+    MissingRight,
+    describe_failure,
+    explain,
+    missing_rights_message,
+)
 from loopwatch.streams.client.stats import ClientStats
+from loopwatch.streams.kafka.authorized import missing_topic_rights
 
 if TYPE_CHECKING:
     from loopwatch.streams.client.session import Session
@@ -83,21 +91,30 @@ class KafkaLink:
 
     async def run(self) -> None:
         """Connect (retrying), then deliver the outbox until cancelled."""
-        failing = False
-        while self.reader is None:
-            try:
-                await asyncio.wait_for(self._connect_once(), CONNECT_TIMEOUT)
-            except Exception as exc:  # fail-open: retried every probe_interval
-                self._breaker.failure("connect")
-                if not failing:
-                    failing = True
-                    log.warning(
-                        "cannot connect to Kafka (%s); retrying every %.1fs",
-                        type(exc).__name__,
-                        self._probe_interval,
-                    )
-                await self.disconnect()
-                await asyncio.sleep(self._probe_interval)
+        said: str | None = None
+        # aiokafka would log its error at every retry: one line of ours says it
+        quiet = AiokafkaQuiet.installed()
+        quiet.hold()
+        try:
+            while self.reader is None:
+                try:
+                    await asyncio.wait_for(self._connect_once(), CONNECT_TIMEOUT)
+                except Exception as exc:  # fail-open: retried every probe_interval
+                    self._breaker.failure("connect")
+                    cause = describe_failure(exc)
+                    if cause != said:  # once per cause, not per retry
+                        said = cause
+                        reason = await explain(exc, self._options)
+                        log.warning(
+                            "cannot connect to Kafka: %s; retrying every %.1fs (fail-open: "
+                            "the agent goes on without warnings)",
+                            reason,
+                            self._probe_interval,
+                        )
+                    await self.disconnect()
+                    await asyncio.sleep(self._probe_interval)
+        finally:
+            quiet.release()
         log.info("connected to Kafka")
         wake(self.connected_waiters)
         await self._send_forever()
@@ -117,6 +134,13 @@ class KafkaLink:
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
         await self._producer.start()
+        # a missing ACL: one clear cause now, not a wait on metadata that never comes
+        missing = await missing_topic_rights(
+            self._producer.client,
+            [(self._events_topic, ("WRITE",)), (self._verdicts_topic, ("READ",))],
+        )
+        if missing:
+            raise MissingRight(missing_rights_message(missing))
         await self._consumer.start()
         partitions = await self._producer.partitions_for(self._verdicts_topic)
         reader = VerdictReader(self._consumer, self._verdicts_topic, len(partitions), self._claim())

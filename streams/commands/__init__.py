@@ -44,3 +44,7 @@ COMMANDS.append(otel_bridge.register)
 from loopwatch.streams.commands import replay  # noqa: E402
 
 COMMANDS.append(replay.register)
+
+from loopwatch.streams.commands import acls  # noqa: E402
+
+COMMANDS.append(acls.register)

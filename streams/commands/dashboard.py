@@ -125,6 +125,8 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
     aiokafka_log.setLevel(logging.WARNING)
     outage_log = asyncio.create_task(_summarise_outages(), name="loopwatch-dashboard-outages")
     print(f"loopwatch dashboard: {dashboard.url} (Ctrl-C stops it)", flush=True)
+    if settings.dashboard_token is not None:
+        print(f"  it needs its token: open {dashboard.url}?token=<LOOPWATCH_DASHBOARD_TOKEN> once")
     try:
         await until_interrupted()
     finally:

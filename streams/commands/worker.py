@@ -13,7 +13,7 @@ from loopwatch.streams.commands.service import (
     missing_worker_extra,
     run_service,
 )
-from loopwatch.streams.kafka.admin import create_topics
+from loopwatch.streams.kafka.startup import prepare_worker
 from loopwatch.streams.settings import Settings, SettingsError
 
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     return run_service(
         "worker",
         args,
-        lambda timeout: create_topics(settings, timeout),
+        lambda timeout: prepare_worker(settings, timeout),
         build_app,
         log_format=settings.log_format,
     )

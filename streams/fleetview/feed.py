@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from loopwatch.models import EPISODE_ADAPTER, VERDICT_ADAPTER
 from loopwatch.streams.fleetview.board import FleetBoard
 from loopwatch.streams.kafka.admin import BrokerUnreachable, connect_admin, partition_counts
+from loopwatch.streams.kafka.authorized import missing_topic_rights
 from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,15 @@ class BoardFeed:
     async def start(self) -> None:
         """Connect and assign; raises BrokerUnreachable or FeedError with a clear message."""
         self._admin = await connect_admin(self.settings, timeout=CONNECT_SECONDS)
-        counts = await partition_counts(self._admin, [self.topics.warnings, self.topics.episodes])
+        names = [self.topics.warnings, self.topics.episodes]
+        counts = await partition_counts(self._admin, names)
+        missing = await missing_topic_rights(self._admin._client, [(n, ("READ",)) for n in names])
+        if missing:
+            await self.stop()
+            raise FeedError(
+                f"this principal lacks {', '.join(missing)}, which the dashboard needs: "
+                "grant its rights (`loopwatch acls --role dashboard`)"
+            )
         if self.topics.warnings not in counts:
             await self.stop()
             raise FeedError(

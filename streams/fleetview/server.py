@@ -16,6 +16,7 @@ from aiohttp import web
 from loopwatch.streams.fleetview.assets import asset, content_type
 from loopwatch.streams.fleetview.board import FleetBoard
 from loopwatch.streams.fleetview.feed import BoardFeed, FeedTopics, cancel_quietly
+from loopwatch.streams.fleetview.guard import add_security_headers, token_middleware
 from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ def snapshot(feed: BoardFeed) -> dict[str, Any]:
     }
 
 
-def build_app(feed: BoardFeed, hub: ChangeHub) -> web.Application:
+def build_app(feed: BoardFeed, hub: ChangeHub, token: str | None = None) -> web.Application:
+    """The page's routes; with `token`, every one needs it (`streams.fleetview.guard`)."""
+
     async def index(request: web.Request) -> web.Response:
         return web.Response(text=asset("index.html"), content_type="text/html")
 
@@ -116,7 +119,8 @@ def build_app(feed: BoardFeed, hub: ChangeHub) -> web.Application:
             if not await hub.wait(KEEPALIVE_SECONDS) and feed.board.version == sent:
                 await response.write(b": keepalive\n\n")
 
-    app = web.Application()
+    app = web.Application(middlewares=[] if token is None else [token_middleware(token)])
+    app.on_response_prepare.append(add_security_headers)
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/snapshot.json", snapshot_json)
@@ -137,7 +141,9 @@ async def start_dashboard(
     hub = ChangeHub()
     feed = BoardFeed(settings, topics, FleetBoard(), hub.notify, since_seconds)
     await feed.start()
-    runner = web.AppRunner(build_app(feed, hub), access_log=None, shutdown_timeout=1.0)
+    token = settings.dashboard_token
+    app = build_app(feed, hub, None if token is None else token.get_secret_value())
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -196,9 +196,10 @@ async def ensure_topics(
                 created.add(name)
             elif code == TopicAuthorizationFailedError.errno:
                 raise TopicError(
-                    f"topic {name} is missing and this principal may not create it (no "
-                    f"CREATE right on topic {name}, or no DESCRIBE to see that it exists): "
-                    "an admin creates the topics with `loopwatch topics create`"
+                    f"this principal has no right on topic {name} (Kafka answers "
+                    "TOPIC_AUTHORIZATION_FAILED: it may neither see nor create it): grant "
+                    "its role's rights (`loopwatch acls`), or if the topic is missing, "
+                    "create it as the admin (`loopwatch topics create`)"
                 )
             elif code != TopicAlreadyExistsError.errno:
                 reason = message[0] if message and message[0] else for_code(code).__name__

@@ -13,6 +13,26 @@ from aiokafka.errors import KafkaError
 
 from loopwatch.streams.kafka.admin import BrokerUnreachable, delete_topics
 from tests.integration.worker_harness import UNIQUE_ENVS
+from tests.support.kafka_broker import (
+    BrokerUnavailable,
+    SecureBroker,
+    no_broker,
+    release_secure_broker,
+    start_secure_broker,
+)
+
+
+@pytest.fixture(scope="session")
+def secure_broker() -> Iterator[SecureBroker]:
+    """The `kafka.sh --secure` broker, one per test session (test_secured_*.py)."""
+    try:
+        broker = start_secure_broker()
+    except BrokerUnavailable as exc:
+        no_broker(f"the secured broker: {exc}")
+    try:
+        yield broker
+    finally:
+        release_secure_broker()
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,11 +9,9 @@ had fails the tests, never skips them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,39 +19,15 @@ import pytest
 from loopwatch.streams.client import LoopwatchClient
 from loopwatch.streams.demo.conversation import Conversation
 from loopwatch.streams.demo.loopers import failing_edit
+from tests.integration.secured import cli_env, page
 from tests.integration.worker_harness import REPO_ROOT, WorkerEnv, WorkerProcess
-from tests.support.kafka_broker import (
-    BrokerUnavailable,
-    SecureBroker,
-    no_broker,
-    release_secure_broker,
-    start_secure_broker,
-)
+from tests.support.kafka_broker import SecureBroker
 
 pytestmark = pytest.mark.kafka
 
 REFUSED_WITHIN_SECONDS = 10.0
 """The issue's bound: a refused credential stops a component within this, as a deadline."""
 VERDICT_TIMEOUT = 120.0  # a wait returns on its verdict; this only bounds a broken run
-
-
-@pytest.fixture(scope="session")
-def secure_broker() -> Iterator[SecureBroker]:
-    try:
-        broker = start_secure_broker()
-    except BrokerUnavailable as exc:
-        no_broker(f"the secured broker: {exc}")
-    try:
-        yield broker
-    finally:
-        release_secure_broker()
-
-
-def _cli_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "LOOPWATCH_"))}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env.update(extra)
-    return env
 
 
 @pytest.mark.parametrize("kind", ["sasl", "mtls"])
@@ -73,8 +47,9 @@ async def test_a_looping_session_gets_its_warning_over_the_secured_broker(
             await session.end()
         assert outcome.warned_after == 2, worker.log_excerpt()
         assert client.stats.warnings["repeated_failed_mutation"] >= 1
-        _, ready = worker.get("/ready")
-        _, metrics = worker.get("/metrics")
+        ready = page(worker.url + "/ready")
+        metrics = page(worker.url + "/metrics")
+        assert metrics[0] == 200 and "loopwatch_" in metrics[1]  # a real page, not empty
     finally:
         worker.stop()
     secret = secure_broker.password("admin")
@@ -136,7 +111,7 @@ def test_topics_create_refused_in_one_line_within_10_s(
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "loopwatch.streams.cli", "topics", "create"],
-        env=_cli_env(settings),
+        env=cli_env(settings),
         capture_output=True,
         text=True,
         timeout=REFUSED_WITHIN_SECONDS,  # the deadline: a hang fails here
