@@ -169,8 +169,6 @@ class Run:
         raise RuntimeError(f"not ready within {deadline} s: {self.worker.log()[-2000:]}")
 
     async def restart(self, name: str, empty: bool, seed: int) -> str:
-        pid = self.worker.pid
-        os.kill(pid, signal.SIGKILL)
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)

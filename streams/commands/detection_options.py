@@ -15,11 +15,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from loopwatch.models import DEFAULT_KEY, ConfigError, DetectionConfig, PolicyRef
+from loopwatch.models import DEFAULT_KEY, ConfigError, DetectionConfig, InvalidPolicy, PolicyRef
 from loopwatch.streams.commands.policy_file import read_policy
 from loopwatch.streams.scan.inputs import EVENTS_FORMAT, FORMAT_CHOICES
 from loopwatch.streams.scan.transcripts import AUTO
-from loopwatch.streams.settings import DAY_SECONDS, ENVIRONMENT, Settings
+from loopwatch.streams.settings import DAY_SECONDS, ENVIRONMENT, Settings, SettingsError
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 # The flags that override the environment's detection settings.
@@ -93,6 +93,26 @@ def detection(args: argparse.Namespace, environ: Mapping[str, str]) -> Detection
         )
     policy = read_policy(DEFAULT_KEY, args.policy)
     return Detection(policy.config, policy.ref, idle_ttl)
+
+
+class OptionsError(Exception):
+    """What is wrong with the detection options or the inputs, as one line for the user."""
+
+
+def detection_for_files(args: argparse.Namespace, environ: Mapping[str, str]) -> Detection:
+    """`detection` for a command that reads `args.files` (`scan`, `report`), each way it
+    can fail said in one line: raises OptionsError."""
+    try:
+        judged = detection(args, environ)
+    except ConfigError as exc:
+        raise OptionsError(f"invalid config: {exc}") from exc
+    except SettingsError as exc:
+        raise OptionsError(f"invalid setting: {exc}") from exc
+    except InvalidPolicy as exc:
+        raise OptionsError(f"invalid policy {args.policy}: {exc}") from exc
+    if [*args.files, args.policy].count("-") > 1:
+        raise OptionsError("standard input (-) can be read only once")
+    return judged
 
 
 def add_threshold_options(parser: argparse.ArgumentParser) -> None:

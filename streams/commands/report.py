@@ -14,13 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopwatch.models import ConfigError, InvalidPolicy
-from loopwatch.streams.commands.detection_options import add_detection_options, detection
+from loopwatch.streams.commands.detection_options import (
+    OptionsError,
+    add_detection_options,
+    detection_for_files,
+)
 from loopwatch.streams.commands.exit_codes import EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE
 from loopwatch.streams.commands.options import output_file
 from loopwatch.streams.fleetview.report import collect, render_html, summary_lines
 from loopwatch.streams.scan.inputs import INPUT_ERRORS
-from loopwatch.streams.settings import SettingsError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -56,15 +58,9 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        judged = detection(args, os.environ)
-    except ConfigError as exc:
-        return _fail(f"invalid config: {exc}")
-    except SettingsError as exc:
-        return _fail(f"invalid setting: {exc}")
-    except InvalidPolicy as exc:
-        return _fail(f"invalid policy {args.policy}: {exc}")
-    if [*args.files, args.policy].count("-") > 1:
-        return _fail("standard input (-) can be read only once")
+        judged = detection_for_files(args, os.environ)
+    except OptionsError as exc:
+        return _fail(str(exc))
     try:
         data = collect(
             args.files,

@@ -18,8 +18,12 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import IO, Any
 
-from loopwatch.models import AgentEvent, ConfigError, InvalidEvent, InvalidPolicy, decode_event
-from loopwatch.streams.commands.detection_options import add_detection_options, detection
+from loopwatch.models import AgentEvent, InvalidEvent, decode_event
+from loopwatch.streams.commands.detection_options import (
+    OptionsError,
+    add_detection_options,
+    detection_for_files,
+)
 from loopwatch.streams.commands.exit_codes import (
     EXIT_INVALID_INPUT,
     EXIT_LOOP_FOUND,
@@ -37,7 +41,6 @@ from loopwatch.streams.scan.inputs import (
 )
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.scan.transcripts import AUTO, InvalidConversation, read_conversations
-from loopwatch.streams.settings import SettingsError
 
 _PROGRESS_EVERY = 20_000
 
@@ -93,15 +96,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        judged = detection(args, os.environ)
-    except ConfigError as exc:
-        return _fail(f"invalid config: {exc}")
-    except SettingsError as exc:
-        return _fail(f"invalid setting: {exc}")
-    except InvalidPolicy as exc:
-        return _fail(f"invalid policy {args.policy}: {exc}")
-    if [*args.files, args.policy].count("-") > 1:
-        return _fail("standard input (-) can be read only once")
+        judged = detection_for_files(args, os.environ)
+    except OptionsError as exc:
+        return _fail(str(exc))
     scanner = Scanner(judged.config, policy=judged.policy, idle_ttl=judged.idle_ttl)
     with ExitStack() as stack:
         sources: list[tuple[str, IO[bytes]]] = []
