@@ -7,15 +7,27 @@ authorised for, so a component can check its role's rights (streams.kafka.acls) 
 it starts and stop with one line naming the missing one. aiokafka 0.14 speaks Metadata
 up to v5 only, hence the v8 request and response here (the wire format of
 org.apache.kafka.common.message.MetadataRequest/Response, version 8).
+
+Kafka has no such question for groups and transactional ids, but its FindCoordinator
+request is authorised per key (DESCRIBE on the group or the transactional id, which the
+READ and WRITE a role is granted imply), so asking for a coordinator tells a principal
+without any right on them apart: `missing_coordinator_rights`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import IncompatibleBrokerVersion, TopicAuthorizationFailedError
+from aiokafka.client import AIOKafkaClient, CoordinationType
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    IncompatibleBrokerVersion,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Schema, String
 
@@ -126,3 +138,50 @@ async def missing_topic_rights(
         for operation in operations
         if operation not in allowed[name]
     ]
+
+
+CoordinatedResource = Literal["group", "transactional-id"]
+
+COORDINATOR_WAIT_SECONDS = 5.0
+"""How long a coordinator that is not available yet (Kafka creates its transaction log at
+the first lookup) is asked again; after that the right is taken as held, and a real lack
+shows at first use."""
+
+
+async def holds_coordinated(
+    client: AIOKafkaClient,
+    resource: CoordinatedResource,
+    key: str,
+    wait: float = COORDINATOR_WAIT_SECONDS,
+) -> bool:
+    """Whether this principal may use the group or transactional id `key` at all: False
+    when the broker refuses to name its coordinator for lack of a right."""
+    kind = CoordinationType.GROUP if resource == "group" else CoordinationType.TRANSACTION
+    refused = (
+        GroupAuthorizationFailedError if resource == "group" else TransactionalIdAuthorizationFailed
+    )
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        try:
+            await client.coordinator_lookup(kind, key)
+            return True
+        except refused:
+            return False
+        except (NotImplementedError, IncompatibleBrokerVersion):
+            return True  # a broker too old to be asked: nothing is checked
+        except KafkaError as exc:
+            if not exc.retriable or asyncio.get_running_loop().time() >= deadline:
+                return True
+            await asyncio.sleep(0.2)  # the broker's retry back-off, not a synchronisation
+
+
+async def missing_coordinator_rights(
+    client: AIOKafkaClient, needed: Sequence[tuple[CoordinatedResource, str, str, Sequence[str]]]
+) -> list[str]:
+    """'<OPERATION> on <described>' for each of `needed` (resource, key to ask about,
+    how to describe it, operations) this principal holds no right on."""
+    missing: list[str] = []
+    for resource, key, described, operations in needed:
+        if not await holds_coordinated(client, resource, key):
+            missing.extend(f"{operation} on {described}" for operation in operations)
+    return missing

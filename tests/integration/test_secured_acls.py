@@ -177,19 +177,34 @@ async def test_two_tenants_are_kept_apart(secure_broker: SecureBroker, tmp_path:
 
 @pytest.mark.parametrize(
     ("case", "named"),
-    [("no right", "has no right on topic"), ("READ, not WRITE", "lacks WRITE on topic")],
+    [
+        ("no right", "has no right on topic {verdicts}"),
+        ("READ, not WRITE", "lacks WRITE on topic {verdicts}"),
+        ("no group right", "lacks READ on group {group}"),
+        ("no transactional-id right", "lacks WRITE on transactional ids {group}-*"),
+    ],
 )
-async def test_a_worker_missing_its_verdicts_right_stops_in_one_line_within_10_s(
+async def test_a_worker_missing_a_right_stops_in_one_line_within_10_s(
     secure_broker: SecureBroker, tmp_path: Path, case: str, named: str
 ) -> None:
-    deployment = await Deployment.make(secure_broker)
+    """Topic rights are asked of the broker's Metadata; group and transactional-id
+    rights of its FindCoordinator (a worker without its transactional-id right would
+    otherwise wait on its first transaction for ever under exactly_once)."""
+    guarantee = "exactly_once" if "transactional" in case else "at_least_once"
+    deployment = await Deployment.make(
+        secure_broker, names=(("LOOPWATCH_PROCESSING_GUARANTEE", guarantee),)
+    )
     names = deployment.otel("admin")
-    verdicts = names.base.verdicts_topic
-    # the worker's rights but not its verdicts right, to a principal of its own here
+    verdicts, group = names.base.verdicts_topic, names.base.app_id
+    # the worker's rights but one, to a principal of its own here
     # (`dashboard` holds no right on this deployment's names)
     partial = []
     for grant in grants(Names.of(names.base, names), {"worker": "User:dashboard"}, ["worker"]):
-        if grant.name != verdicts:
+        if case == "no group right" and grant.resource == "group" and grant.name == group:
+            continue
+        if case == "no transactional-id right" and grant.resource == "transactional-id":
+            continue
+        if grant.name != verdicts or case in ("no group right", "no transactional-id right"):
             partial.append(grant)
         elif case != "no right":
             partial.append(replace(grant, operations=("READ",)))
@@ -203,6 +218,7 @@ async def test_a_worker_missing_its_verdicts_right_stops_in_one_line_within_10_s
         worker.stop()
     log = worker.log()
     assert code != 0, log
-    lines = [line for line in log.splitlines() if f"{named} {verdicts}" in line]
+    expected = named.format(verdicts=verdicts, group=group)
+    lines = [line for line in log.splitlines() if expected in line]
     assert len(lines) == 1 and "Traceback" not in log, log
     assert "loopwatch acls" in lines[0]
