@@ -17,7 +17,9 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
 * recovery after `kill -9`: seconds until the restarted worker is ready and until the
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
-  changelog), with the records it restored (its `/ready`).
+  changelog), with the records it restored (its `/ready`);
+* the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
+  check once logged an ERROR per partition during a long backlog), the first of each.
 
 Figures swing with what else runs on the machine: compare runs of one invocation, or
 against `--sessions 100` in the same run, and read the load line printed with them.
@@ -106,6 +108,29 @@ def changelog_bytes(bootstrap: str, topic: str) -> int:
     """The changelog's partitions on the local broker's disk (kafka.sh's data dir)."""
     logs = local_broker_dir(bootstrap) / "kraft"  # kafka.sh's log.dirs
     return sum(dir_bytes(logs / f"{topic}-{p}") for p in range(64))
+
+
+LEVELS = ("CRITICAL", "ERROR", "WARNING")
+
+
+def log_levels(logs: list[Path]) -> dict[str, list[str]]:
+    """{level: the lines of that level} over the worker logs (faust's text format
+    `[time] [pid] [LEVEL] ...` or LOOPWATCH_LOG_FORMAT=json)."""
+    found: dict[str, list[str]] = {level: [] for level in LEVELS}
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            for level in LEVELS:
+                if f"[{level}]" in line or f'"level": "{level}"' in line:
+                    found[level].append(line)
+                    break
+    return found
+
+
+def log_summary(workdir: Path) -> str:
+    found = log_levels(sorted(workdir.glob("*.log")))
+    parts = [f"{len(lines):,} {level}" for level, lines in found.items()]
+    firsts = [f"\n  first {level}: {lines[0][:300]}" for level, lines in found.items() if lines]
+    return "worker logs: " + ", ".join(parts) + " lines" + "".join(firsts)
 
 
 def load_line() -> str:
@@ -234,8 +259,12 @@ async def main_async(args: argparse.Namespace) -> None:
     finally:
         if run.worker is not None:
             run.worker.stop(signal.SIGTERM)
+        print(log_summary(workdir), flush=True)
         await delete_run_topics(bootstrap, args.partitions)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:
@@ -248,6 +277,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the workdir (logs, data)")
     parser.add_argument(
         "--tree", default=None, help="run the worker of another checkout (an A/B of the code)"
     )
