@@ -6,6 +6,8 @@ export interface LoopWarning {
   count: number;
   threshold: number;
   message: string;
+  /** Escalation (§9.13, with `escalation` on): 1 warn, 2 insist, 3 stop advised. */
+  level?: 1 | 2 | 3;
 }
 
 export interface LoopVerdict {
@@ -18,6 +20,9 @@ export interface LoopVerdict {
   evaluated_at: string;
   warning: LoopWarning | null;
   policy?: { key: string; version: number };
+  /** Contract 1.2 (§8.5): present, as true, when the session's state was reset as idle
+   * just before this event. */
+  state_reset?: true;
 }
 
 const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v);
@@ -32,7 +37,8 @@ function isWarning(w: unknown): w is LoopWarning {
     o.tool_names.every(isStr) &&
     isInt(o.count) &&
     isInt(o.threshold) &&
-    isStr(o.message)
+    isStr(o.message) &&
+    (o.level === undefined || (isInt(o.level) && o.level >= 1 && o.level <= 3))
   );
 }
 
@@ -55,7 +61,8 @@ export function parseVerdict(value: Buffer | string): LoopVerdict | null {
     (o.agent_id === undefined || o.agent_id === null || isStr(o.agent_id)) &&
     isStr(o.event_ts) &&
     isStr(o.evaluated_at) &&
-    (o.warning === null || o.warning === undefined || isWarning(o.warning));
+    (o.warning === null || o.warning === undefined || isWarning(o.warning)) &&
+    (o.state_reset === undefined || o.state_reset === true);
   if (!ok) return null;
   return {
     ...(o as unknown as LoopVerdict),
