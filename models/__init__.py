@@ -13,6 +13,7 @@ from loopwatch.models.episodes import (
 )
 from loopwatch.models.events import (
     EVENT_ADAPTER,
+    TOO_DEEP,
     AgentEvent,
     AssistantMessage,
     InvalidEvent,
@@ -50,6 +51,7 @@ __all__ = [
     "PROFILE_RULES",
     "REPLY_PARTITION_HEADER",
     "RULES",
+    "TOO_DEEP",
     "VERDICT_ADAPTER",
     "AgentEvent",
     "AssistantMessage",

@@ -161,6 +161,13 @@ class InvalidEvent(ValueError):
         """A short reason; never the record's content beyond field names."""
 
 
+TOO_DEEP = InvalidEvent(
+    "schema", "arguments or result nested too deeply to fingerprint (RecursionError)"
+)
+"""What an event whose value parses but is too deep to normalise is: bad input (a valid
+JSON parser takes up to ~990 levels; normalising takes fewer), never a processing bug."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

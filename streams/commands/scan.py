@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import IO, Any
 
-from loopwatch.models import AgentEvent, InvalidEvent, decode_event
+from loopwatch.models import TOO_DEEP, AgentEvent, InvalidEvent, decode_event
 from loopwatch.streams.commands.detection_options import (
     OptionsError,
     add_detection_options,
@@ -190,6 +190,9 @@ def scan_lines(
         # One event per line: no list and join as `_write` makes for a conversation.
         try:
             encoded = _encoded(scanner, event, warnings_only, episodes)
+        except RecursionError:  # as the worker: a schema dead letter, not a bug
+            _skip(scanner, name, number, str(TOO_DEEP))
+            continue
         except Exception as exc:  # reported for its line, as `_write` does; the scan goes on
             _skip(scanner, name, number, f"internal: {type(exc).__name__}")
             continue
@@ -244,6 +247,9 @@ def _write(
     # A detector or encoding failure is reported for its line; the scan goes on.
     try:
         encoded = [_encoded(scanner, event, warnings_only, episodes) for event in events]
+    except RecursionError:
+        _skip(scanner, *where, str(TOO_DEEP))
+        return
     except Exception as exc:
         _skip(scanner, *where, f"internal: {type(exc).__name__}")
         return

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from loopwatch.models import (
+    TOO_DEEP,
     AgentEvent,
     DetectionConfig,
     InvalidEvent,
@@ -126,6 +127,14 @@ def process_record(
         return Rejected(DeadLetter("internal", type(exc).__name__))
 
 
+def _observe_failure(exc: Exception) -> DeadLetter:
+    """A failure to judge a decoded event: input too deep to fingerprint is bad input
+    (`schema`, as `loopwatch scan` says too), anything else a bug (`internal`)."""
+    if isinstance(exc, RecursionError):
+        return DeadLetter("schema", TOO_DEEP.reason)
+    return DeadLetter("internal", type(exc).__name__)
+
+
 def _process(
     key: bytes | None,
     value: bytes | None,
@@ -169,7 +178,7 @@ def _process(
         observation = observe_episodes(state, event, config, evaluated_at=now, policy=policy)
         new_state, verdict = observation.state, observation.verdict
     except Exception as exc:  # a detector bug must not stop the partition
-        return Rejected(DeadLetter("internal", type(exc).__name__))
+        return Rejected(_observe_failure(exc))
     if verdict is None:  # the detector saw a duplicate that the record did not
         return Duplicate(event, None, replayed=not store.sent_here(session_id, event.seq))
     if reset_episodes is not None:
