@@ -15,6 +15,7 @@ from loopwatch.models.events import (
     EVENT_ADAPTER,
     AgentEvent,
     AssistantMessage,
+    ContextCondensed,
     InvalidEvent,
     SessionEnd,
     SystemMessage,
@@ -23,7 +24,7 @@ from loopwatch.models.events import (
     UserMessage,
     decode_event,
 )
-from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint
+from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint, text_fingerprint
 from loopwatch.models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
 from loopwatch.models.reply import (
     REPLY_PARTITION_HEADER,
@@ -54,6 +55,7 @@ __all__ = [
     "AgentEvent",
     "AssistantMessage",
     "ConfigError",
+    "ContextCondensed",
     "DetectionConfig",
     "EpisodeOutcome",
     "InvalidEvent",
@@ -78,4 +80,5 @@ __all__ = [
     "reply_header",
     "reply_partition",
     "result_fingerprint",
+    "text_fingerprint",
 ]
