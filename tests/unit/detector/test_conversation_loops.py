@@ -10,8 +10,16 @@ import json
 
 import pytest
 
-from loopwatch.models import DetectionConfig, InvalidEvent, decode_event, text_fingerprint
+from loopwatch.models import (
+    AssistantMessage,
+    DetectionConfig,
+    InvalidEvent,
+    decode_event,
+    text_fingerprint,
+)
 from loopwatch.streams.detector import SessionState, observe
+from loopwatch.streams.detector.rules.repeated_message import text_digest
+from loopwatch.streams.detector.tools import fingerprint_digest
 from tests.support import reference_extended
 from tests.support.builders import SessionBuilder
 
@@ -244,3 +252,24 @@ def test_the_text_fingerprint_is_section_3s_digest_of_the_normalised_text() -> N
     expected = "sha256:" + hashlib.sha256(b'{"text":"a b"}').hexdigest()
     assert text_fingerprint("  a b \r\n") == expected
     assert text_fingerprint("ü") == "sha256:" + hashlib.sha256('{"text":"ü"}'.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain",
+        "  two\nlines  ",
+        "trailing \nspace",
+        "tab\t\nend",
+        "crlf\r\nand cr\rend",
+        "unicode space\u2003\nand\u00a0",
+        "separators\x1c\n\x1f\nend",
+        'quotes " and \\ and \u0000 and ü 漢字',
+        "\n\n",
+        "",
+    ],
+)
+def test_the_rules_text_digest_is_the_text_fingerprints(text: str) -> None:
+    event = decode_event(_record(type="assistant_message", text=text))
+    assert isinstance(event, AssistantMessage)
+    assert text_digest(event) == fingerprint_digest(text_fingerprint(text))
