@@ -15,11 +15,13 @@ from loopwatch.models import (
     DetectionConfig,
     InvalidEvent,
     decode_event,
+    parse_policy,
     text_fingerprint,
 )
 from loopwatch.streams.detector import SessionState, observe
 from loopwatch.streams.detector.rules.repeated_message import text_digest
 from loopwatch.streams.detector.tools import fingerprint_digest
+from loopwatch.streams.settings import Settings, SettingsError
 from tests.support import reference_extended
 from tests.support.builders import SessionBuilder
 
@@ -273,3 +275,23 @@ def test_the_rules_text_digest_is_the_text_fingerprints(text: str) -> None:
     event = decode_event(_record(type="assistant_message", text=text))
     assert isinstance(event, AssistantMessage)
     assert text_digest(event) == fingerprint_digest(text_fingerprint(text))
+
+
+def test_policy_records_and_settings_take_the_new_thresholds_and_switches() -> None:
+    record = b'{"version": 1, "profile": "extended", "message_threshold": 5,'
+    record += b' "rules": {"repeated_condensation": false}}'
+    config = parse_policy("*", record).config
+    assert config.message_threshold == 5
+    assert "repeated_condensation" not in config.enabled_rules
+    settings = Settings.from_env(
+        {
+            "LOOPWATCH_PROFILE": "extended",
+            "LOOPWATCH_CONDENSATION_THRESHOLD": "6",
+            "LOOPWATCH_RULE_REPEATED_MESSAGE": "off",
+        }
+    )
+    assert settings.detection.condensation_threshold == 6
+    assert "repeated_message" not in settings.detection.enabled_rules
+    with pytest.raises(SettingsError, match="LOOPWATCH_MESSAGE_THRESHOLD"):
+        Settings.from_env({"LOOPWATCH_MESSAGE_THRESHOLD": "0"})
+    assert "repeated_message" not in DetectionConfig().enabled_rules  # seed: SPEC's four
