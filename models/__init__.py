@@ -16,6 +16,7 @@ from loopwatch.models.events import (
     TOO_DEEP,
     AgentEvent,
     AssistantMessage,
+    ContextCondensed,
     InvalidEvent,
     SessionEnd,
     SystemMessage,
@@ -24,7 +25,7 @@ from loopwatch.models.events import (
     UserMessage,
     decode_event,
 )
-from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint
+from loopwatch.models.fingerprints import call_fingerprint, result_fingerprint, text_fingerprint
 from loopwatch.models.policy import DEFAULT_KEY, InvalidPolicy, Policy, parse_policy
 from loopwatch.models.reply import (
     REPLY_PARTITION_HEADER,
@@ -56,6 +57,7 @@ __all__ = [
     "AgentEvent",
     "AssistantMessage",
     "ConfigError",
+    "ContextCondensed",
     "DetectionConfig",
     "EpisodeOutcome",
     "InvalidEvent",
@@ -80,4 +82,5 @@ __all__ = [
     "reply_header",
     "reply_partition",
     "result_fingerprint",
+    "text_fingerprint",
 ]

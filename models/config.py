@@ -29,6 +29,8 @@ THRESHOLD_KEYS = (
     "cycle_threshold",
     "error_threshold",
     "call_floor_threshold",
+    "message_threshold",
+    "condensation_threshold",
 )
 EXTENDED_DEFAULTS: Mapping[str, int] = {"threshold": 4, "mutating_failure_threshold": 3}
 """The `extended` profile's own defaults for thresholds a config does not set (issue 31,
@@ -50,6 +52,8 @@ _RULE_THRESHOLD: Mapping[RuleName, str] = {
     "repeated_error": "error_threshold",
     "recurring_result": "threshold",
     "repeated_call": "call_floor_threshold",
+    "repeated_message": "message_threshold",
+    "repeated_condensation": "condensation_threshold",
 }
 
 
@@ -76,6 +80,12 @@ class DetectionConfig(BaseModel):
     (docs/rules.md: at 3 it warned an agent that was about to switch tools)."""
     call_floor_threshold: int = 5
     """The same batch in a row, whatever its results, that triggers `repeated_call`."""
+    message_threshold: int = 3
+    """The same assistant text in a row, no tool call between, that triggers
+    `repeated_message` (contract §9.14)."""
+    condensation_threshold: int = 3
+    """Context condensations in a row, no model turn between, that trigger
+    `repeated_condensation` (contract §9.15)."""
     result_aware_batches: bool | None = None
     """`repeated_batch` compares the steps' outcomes too; None: the profile's choice."""
     rules: dict[RuleName, bool] = {}

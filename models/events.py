@@ -97,6 +97,9 @@ class AssistantMessage(_Event):
     """The message text; not needed for detection."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The tool calls of this step, in order (possibly none)."""
+    text_fingerprint: Fingerprint | None = None
+    """Fingerprint of `text`, precomputed by the runtime (contract 1.3, §9.14); used in
+    preference to `text`, so the text itself need not be sent."""
 
 
 class ToolResult(_Event):
@@ -125,8 +128,16 @@ class SessionEnd(_Event):
     """Discriminator."""
 
 
+class ContextCondensed(_Event):
+    """The platform condensed (summarised, trimmed) the conversation history to fit the
+    context window (contract 1.3, §9.15). Not a boundary, not a step."""
+
+    type: Literal["context_condensed"]
+    """Discriminator."""
+
+
 AgentEvent = Annotated[
-    UserMessage | SystemMessage | AssistantMessage | ToolResult | SessionEnd,
+    UserMessage | SystemMessage | AssistantMessage | ToolResult | SessionEnd | ContextCondensed,
     Field(discriminator="type"),
 ]
 
@@ -140,6 +151,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AgentEvent",
     "AssistantMessage",
+    "ContextCondensed",
     "InvalidEvent",
     "SessionEnd",
     "SystemMessage",

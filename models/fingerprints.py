@@ -154,4 +154,11 @@ def result_fingerprint(tool_name: str, result: Any, error: str | None) -> str:
     return _digest_of(document, other)
 
 
+def text_fingerprint(text: str) -> str:
+    """Fingerprint of an assistant message's text (contract §2, §9.14): of
+    `{"text": text}`, the text normalised like any string, so a runtime can send the
+    digest instead of the text."""
+    return _digest_of({"text": normalise_text(text)}, [])
+
+
 _NOTHING_DROPPED: frozenset[str] = frozenset()

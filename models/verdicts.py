@@ -18,6 +18,8 @@ RuleName = Literal[
     "repeated_error",
     "recurring_result",
     "repeated_call",
+    "repeated_message",
+    "repeated_condensation",
 ]
 RULES: tuple[RuleName, ...] = (
     "repeated_failed_mutation",
@@ -34,6 +36,8 @@ ALL_RULES: tuple[RuleName, ...] = (
     "repeated_error",
     "recurring_result",
     "repeated_call",
+    "repeated_message",
+    "repeated_condensation",
 )
 """Every rule in evaluation order (docs/contract.md §9.1); a profile enables a subset."""
 

@@ -99,6 +99,8 @@ class Settings(BaseModel):
     cycle_threshold: StrictInt | None = Field(None, ge=1)
     error_threshold: StrictInt | None = Field(None, ge=1)
     call_floor_threshold: StrictInt | None = Field(None, ge=1)
+    message_threshold: StrictInt | None = Field(None, ge=1)
+    condensation_threshold: StrictInt | None = Field(None, ge=1)
     result_aware_batches: bool | None = None
     """None: the profile's choice."""
     rule_repeated_failed_mutation: bool | None = None
@@ -112,6 +114,8 @@ class Settings(BaseModel):
     rule_repeated_error: bool | None = None
     rule_recurring_result: bool | None = None
     rule_repeated_call: bool | None = None
+    rule_repeated_message: bool | None = None
+    rule_repeated_condensation: bool | None = None
     session_ttl_seconds: StrictInt = Field(DAY_SECONDS, ge=1)
     """An idle session's state is dropped after this long."""
     ended_retention_seconds: StrictInt = Field(0, ge=0)
@@ -312,6 +316,8 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "cycle_threshold": ("LOOPWATCH_CYCLE_THRESHOLD", integer(1)),
     "error_threshold": ("LOOPWATCH_ERROR_THRESHOLD", integer(1)),
     "call_floor_threshold": ("LOOPWATCH_CALL_FLOOR_THRESHOLD", integer(1)),
+    "message_threshold": ("LOOPWATCH_MESSAGE_THRESHOLD", integer(1)),
+    "condensation_threshold": ("LOOPWATCH_CONDENSATION_THRESHOLD", integer(1)),
     "result_aware_batches": ("LOOPWATCH_RESULT_AWARE_BATCHES", boolean),
     **{f"rule_{rule}": (f"LOOPWATCH_RULE_{rule.upper()}", switch) for rule in ALL_RULES},
     "session_ttl_seconds": ("LOOPWATCH_SESSION_TTL_SECONDS", integer(1)),

@@ -13,7 +13,9 @@ returns each new warning as `additionalContext`, which Claude Code adds to what 
 model reads next; the tool result itself is never changed. The session is the SDK's
 `session_id`; the agent id is the hook's `agent_type` (a subagent's) or `claude-code`,
 unless `agent_id` says otherwise. Nothing raises into Claude Code for loopwatch's sake:
-an error of its own is logged and the hook returns nothing.
+an error of its own is logged and the hook returns nothing. Only with
+`stop_on_loop=True` (opt-in) does a warning of level 3, "stop advised" (docs/contract.md
+§9.13), make the hook answer `continue: false` with the reason as `stopReason`.
 
 Claude Code's own tool names are mapped to the contract's (`Bash` → `bash`, `Edit` and
 `MultiEdit` → `edit_file`, `Write` → `write_file`, `Read` → `read_file` with `file_path`
@@ -33,6 +35,7 @@ from claude_agent_sdk.types import HookEvent, HookInput, HookJSONOutput
 
 from loopwatch.streams.client.client import LoopwatchClient
 from loopwatch.streams.client.encoding import Call
+from loopwatch.streams.client.escalation import LoopStopAdvised, LoopStopper, StopOnLoop
 from loopwatch.streams.client.placement import warning_text
 from loopwatch.streams.client.session import Session
 
@@ -78,9 +81,19 @@ def contract_call(tool_name: str, tool_input: Mapping[str, Any]) -> tuple[str, d
 class LoopwatchHooks:
     """The hook callables for `ClaudeAgentOptions(hooks=...)`; one per process."""
 
-    def __init__(self, client: LoopwatchClient, *, agent_id: str | None = None) -> None:
+    def __init__(
+        self,
+        client: LoopwatchClient,
+        *,
+        agent_id: str | None = None,
+        stop_on_loop: StopOnLoop = False,
+    ) -> None:
+        """`stop_on_loop`: at a warning of level 3 (stop advised), True makes the hook
+        answer `continue: false` with the reason (Claude Code stops the run), a callable
+        is called with the warning instead; False (default): warnings only."""
         self.client = client
         self.agent_id = agent_id
+        self._stopper = LoopStopper(stop_on_loop)
         self._given: dict[str, set[int]] = {}  # session -> seqs of warnings handed out
 
     def hooks(self) -> dict[HookEvent, list[HookMatcher]]:
@@ -124,16 +137,25 @@ class LoopwatchHooks:
         await session.assistant(None, [call])
         await session.tool_result(call.id, name, result, error)
         wait = await session.verdicts()
+        advised = self._stopper.advised(session.session_id, wait.warnings)
         given = self._given.setdefault(session.session_id, set())
         texts = []
         for placed in wait.warnings:
             if placed.seq not in given:
                 given.add(placed.seq)
                 texts.append(warning_text(placed.warning.message))
-        if not texts:
-            return {}
-        output: Any = {"hookEventName": event, "additionalContext": "\n".join(texts)}
-        return {"hookSpecificOutput": output}
+        answer: Any = {}
+        if texts:
+            output: Any = {"hookEventName": event, "additionalContext": "\n".join(texts)}
+            answer["hookSpecificOutput"] = output
+        if advised is not None:
+            if callable(self._stopper.option):
+                self._stopper.option(advised)
+            else:  # Claude Code's own way to end a run from a hook, with the reason
+                answer["continue_"] = False
+                answer["stopReason"] = str(LoopStopAdvised(advised))
+        stop: HookJSONOutput = answer
+        return stop
 
     async def _session(self, hook_input: HookInput) -> Session:
         data: Mapping[str, Any] = hook_input
@@ -143,4 +165,5 @@ class LoopwatchHooks:
     async def end(self, session_id: str) -> None:
         """Publish `session_end` (e.g. from a `Stop` hook or when the client closes)."""
         self._given.pop(session_id, None)
+        self._stopper.forget(session_id)
         await self.client.end_session(session_id)

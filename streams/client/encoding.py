@@ -87,6 +87,10 @@ class EventEncoder:
     def end(self, seq: int, ts: datetime) -> bytes:
         return self._record("session_end", seq, ts, {})
 
+    def condensed(self, seq: int, ts: datetime) -> bytes:
+        """`context_condensed` (contract 1.3): the runtime condensed the history."""
+        return self._record("context_condensed", seq, ts, {})
+
     def _text(self, text: str | None) -> dict[str, Any]:
         # Detection never reads message text; with local fingerprints it stays home too.
         return {} if text is None or self.local_fingerprints else {"text": text}

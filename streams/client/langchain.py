@@ -19,7 +19,9 @@ derived from its first message (logged once). The agent id is the agent's name
 (`create_agent(..., name=...)`) unless `agent_id` says otherwise.
 
 Nothing here raises into the agent for loopwatch's sake: an error of loopwatch's own
-(never the model's) is logged and the request goes to the model unchanged.
+(never the model's) is logged and the request goes to the model unchanged. Only with
+`stop_on_loop=True` (opt-in) does a warning of level 3, "stop advised" (docs/contract.md
+§9.13), raise `LoopStopAdvised` out of the run, before the model call it would go to.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 
 from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.escalation import LoopStopAdvised, LoopStopper, StopOnLoop
 from loopwatch.streams.client.placement import (
     ModelFamily,
     model_family,
@@ -64,12 +67,17 @@ class LoopwatchMiddleware(AgentMiddleware[Any, Any, Any]):
         session_id: str | SessionIdOf | None = None,
         agent_id: str | None = None,
         family: ModelFamily | None = None,
+        stop_on_loop: StopOnLoop = False,
     ) -> None:
         """`session_id`: a fixed id, a function of the request, or None for the
         LangGraph `thread_id` of the run. `agent_id`: default the agent's name.
-        `family`: the placement, default from the model of each request."""
+        `family`: the placement, default from the model of each request.
+        `stop_on_loop`: at a warning of level 3 (stop advised), True raises
+        `LoopStopAdvised` out of the agent's run before the model call, a callable is
+        called with the warning instead; False (default): warnings only."""
         super().__init__()
         self.client = client
+        self._stopper = LoopStopper(stop_on_loop)
         self._session_id = session_id
         self._agent_id = agent_id
         self._family = family
@@ -83,6 +91,8 @@ class LoopwatchMiddleware(AgentMiddleware[Any, Any, Any]):
     ) -> Any:
         try:
             placed = await self._placed(request)
+        except LoopStopAdvised:  # the caller opted in to stopping the run
+            raise
         except Exception as exc:  # fail-open: loopwatch never breaks the agent
             log.warning("loopwatch middleware: %s; request left unchanged", type(exc).__name__)
             placed = request
@@ -105,6 +115,8 @@ class LoopwatchMiddleware(AgentMiddleware[Any, Any, Any]):
         config = _config()
         try:
             placed = asyncio.run_coroutine_threadsafe(self._placed(request, config), loop).result()
+        except LoopStopAdvised:  # the caller opted in to stopping the run
+            raise
         except Exception as exc:  # fail-open
             log.warning("loopwatch middleware: %s; request left unchanged", type(exc).__name__)
             placed = request
@@ -114,14 +126,16 @@ class LoopwatchMiddleware(AgentMiddleware[Any, Any, Any]):
         self, request: ModelRequest[Any], config: dict[str, Any] | None = None
     ) -> ModelRequest[Any]:
         config = _config() if config is None else config
+        session_id = self._session_of(request, config)
         tracker = await self.client.tracker(
-            self._session_of(request, config),
+            session_id,
             "openai",
             agent_id=self._agent_id or config.get("metadata", {}).get("lc_agent_name"),
             tool_error=_tool_error,
         )
         messages = list(request.messages)
         warnings = await tracker.warnings([chat_message(m) for m in messages])
+        self._stopper.after_wait(session_id, tracker.last_wait)
         if not warnings:
             return request
         family = self._family or family_of(request.model)

@@ -10,7 +10,9 @@ input with each warning as a `system` message item (a `user` one when the agent'
 is not an OpenAI model, e.g. Claude through LiteLLM: `placement.model_family`). The run's
 own items (what `result.to_input_list()` gives) never contain a warning. The agent id is
 the agent's `name` unless `agent_id` says otherwise. Nothing raises into the run for
-loopwatch's sake: an error of its own is logged and the input goes on unchanged.
+loopwatch's sake: an error of its own is logged and the input goes on unchanged. Only
+with `stop_on_loop=True` (opt-in) does a warning of level 3, "stop advised"
+(docs/contract.md §9.13), raise `LoopStopAdvised` out of `Runner.run`.
 
 Function outputs carry no error flag. A tool that raised is answered by the SDK's
 `default_tool_error_function` with a fixed text, which `sdk_tool_error` recognises, so
@@ -29,6 +31,7 @@ from agents import default_tool_error_function
 from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
 
 from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.escalation import LoopStopAdvised, LoopStopper, StopOnLoop
 from loopwatch.streams.client.history import ToolError
 from loopwatch.streams.client.placement import (
     ModelFamily,
@@ -58,13 +61,17 @@ def loopwatch_input_filter(
     agent_id: str | None = None,
     tool_error: ToolError = sdk_tool_error,
     family: ModelFamily | None = None,
+    stop_on_loop: StopOnLoop = False,
 ) -> CallModelInputFilter:
     """A `RunConfig.call_model_input_filter` for one session (or one per call of
     `session_id(data)`; None: one generated id for this filter, logged once).
     `agent_id`: default the agent's name. `tool_error`: which function outputs are
     failures (default: the SDK's default failure text). `family`: the placement,
-    default from the agent's model."""
+    default from the agent's model. `stop_on_loop`: at a warning of level 3 (stop
+    advised), True raises `LoopStopAdvised` out of `Runner.run` before the model call,
+    a callable is called with the warning instead; False (default): warnings only."""
     generated: list[str] = []
+    stopper = LoopStopper(stop_on_loop)
 
     def session_of(data: CallModelData[Any]) -> str:
         if isinstance(session_id, str):
@@ -80,14 +87,16 @@ def loopwatch_input_filter(
         return generated[0]
 
     async def placed(data: CallModelData[Any]) -> ModelInputData:
+        session = session_of(data)
         tracker = await client.tracker(
-            session_of(data),
+            session,
             "responses",
             agent_id=agent_id or getattr(data.agent, "name", None),
             tool_error=tool_error,
         )
         items = [input_item(item) for item in data.model_data.input]
         warnings = await tracker.warnings(items)
+        stopper.after_wait(session, tracker.last_wait)
         if not warnings:
             return data.model_data
         role = "system" if system_messages_allowed(family or agent_family(data)) else "user"
@@ -97,6 +106,8 @@ def loopwatch_input_filter(
     async def place_warnings(data: CallModelData[Any]) -> ModelInputData:
         try:
             return await placed(data)
+        except LoopStopAdvised:  # the caller opted in to stopping the run
+            raise
         except Exception as exc:  # fail-open: loopwatch never breaks the run
             log.warning("loopwatch_input_filter: %s; input left unchanged", type(exc).__name__)
             return data.model_data

@@ -13,7 +13,8 @@ request only, so the run's message history never contains a warning. A tool retr
 the agent's `name`. A `UserPromptPart` is valid user content for every provider
 (OpenAI, Anthropic, Gemini, Bedrock), so the placement is the same for all. Nothing
 raises into the run for loopwatch's sake: an error of its own is logged and the request
-goes to the model unchanged.
+goes to the model unchanged. Only with `stop_on_loop=True` (opt-in) does a warning of
+level 3, "stop advised" (docs/contract.md §9.13), raise `LoopStopAdvised` out of the run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext
 
 from loopwatch.streams.client.client import LoopwatchClient
+from loopwatch.streams.client.escalation import LoopStopAdvised, LoopStopper, StopOnLoop
 from loopwatch.streams.client.placement import warning_text
 
 log = logging.getLogger(__name__)
@@ -57,12 +59,22 @@ class LoopwatchCapability(AbstractCapability[Any]):
     _generated: str | None = dataclasses.field(default=None, init=False, repr=False)
     agent_id: str | None = None
     """Default: the agent's `name`."""
+    stop_on_loop: StopOnLoop = False
+    """At a warning of level 3 (stop advised): True raises `LoopStopAdvised` out of the
+    agent's run before the model request, a callable is called with the warning
+    instead; False (default): warnings only."""
+    _stopper: LoopStopper = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._stopper = LoopStopper(self.stop_on_loop)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         try:
             return await self._placed(ctx, request_context)
+        except LoopStopAdvised:  # the caller opted in to stopping the run
+            raise
         except Exception as exc:  # fail-open: loopwatch never breaks the run
             log.warning("LoopwatchCapability: %s; request left unchanged", type(exc).__name__)
             return request_context
@@ -72,11 +84,13 @@ class LoopwatchCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         messages = list(request_context.messages)
         agent_name = getattr(ctx.agent, "name", None) if ctx.agent is not None else None
+        session = self._session_of(ctx)
         tracker = await self.client.tracker(
-            self._session_of(ctx), "anthropic", agent_id=self.agent_id or agent_name
+            session, "anthropic", agent_id=self.agent_id or agent_name
         )
         system = "\n".join(p.content for m in messages for p in _system_parts(m)) or None
         warnings = await tracker.warnings([anthropic_message(m) for m in messages], system=system)
+        self._stopper.after_wait(session, tracker.last_wait)
         if not warnings:
             return request_context
         for index in sorted(warnings):

@@ -125,6 +125,12 @@ class Session:
             ),
         )
 
+    async def condensed(self) -> int:
+        """Publish `context_condensed` (contract 1.3): this runtime just condensed the
+        session's history to fit the context (the summary itself is not sent). Needs
+        1.3 workers: a 1.2 worker dead-letters it."""
+        return await self._emit(None, self._encoder.condensed)
+
     async def end(self) -> int:
         """Publish `session_end` and stop reading this session's verdicts."""
         seq = await self._emit(None, self._encoder.end)

@@ -34,6 +34,8 @@ _DETECTION_SETTINGS = frozenset(
         "cycle_threshold",
         "error_threshold",
         "call_floor_threshold",
+        "message_threshold",
+        "condensation_threshold",
         "result_aware_batches",
     }
 )

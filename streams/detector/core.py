@@ -237,12 +237,17 @@ def advance(
         else:
             for index, on_text_step in rules.on_text_step:
                 parts[index] = on_text_step(parts[index])
+            for index, on_text in rules.on_text:
+                parts[index] = on_text(parts[index], event)
     elif event.type in {"user_message", "system_message"}:
         for index, on_boundary in rules.on_boundary:
             parts[index] = on_boundary(parts[index])
         if event.type == "user_message":
             for index, on_user_message in rules.on_user_message:
                 parts[index] = on_user_message(parts[index])
+    elif event.type == "context_condensed":
+        for index, on_condensed in rules.on_condensed:
+            parts[index] = on_condensed(parts[index])
     return new
 
 

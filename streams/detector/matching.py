@@ -54,6 +54,8 @@ _COUNTING = DetectionConfig(
     cycle_threshold=1,
     error_threshold=1,
     call_floor_threshold=1,
+    message_threshold=1,
+    condensation_threshold=1,
 )
 """Thresholds of 1: a seed rule's check then reports its count whenever its pattern is
 there, and the threshold is decided after it (counts never depend on a threshold)."""

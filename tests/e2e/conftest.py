@@ -34,3 +34,16 @@ async def worker(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[Worker
     finally:
         code = process.stop()
         assert code == 0, f"the worker exited with {code}; see {process.log_path}"
+
+
+@pytest.fixture
+async def extended_worker(e2e_settings: Settings, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
+    """A `loopwatch worker` judging by the `extended` profile (escalation levels,
+    docs/contract.md §9.13), on this test's topics."""
+    settings = e2e_settings.model_copy(update={"profile": "extended"})
+    process = await start_worker(settings, tmp_path / "worker.log", WORKER_READY_SECONDS)
+    try:
+        yield process
+    finally:
+        code = process.stop()
+        assert code == 0, f"the worker exited with {code}; see {process.log_path}"

@@ -6,9 +6,15 @@ import json
 from typing import Any
 
 from loopwatch.streams.client import MARKER
+from loopwatch.streams.detector.warning import LEVEL_TEXTS
 
 LOOP_STEPS = 3  # the same call and result thrice: repeated_result (and repeated_batch)
 VERDICT_TIMEOUT = 30.0  # generous: a slow CI machine must not fail open
+STOP_STEPS = 10
+"""A loop long enough for a level-3 warning under `extended` (docs/contract.md §9.13): the
+fourth identical result warns, two model calls later it insists, two more and it
+advises stopping, from the eighth repeat on."""
+_STOP_SENTENCE = LEVEL_TEXTS[3].strip()
 
 
 def search_arguments(step: int, *, looping: bool) -> dict[str, Any]:
@@ -34,3 +40,11 @@ def assert_warned_before_the_last_call_only(requests: list[Any], clean: list[Any
     assert [warnings_in(r) for r in requests[:LOOP_STEPS]] == [[]] * LOOP_STEPS
     assert warnings_in(requests[LOOP_STEPS])  # the helper sees them where they are
     assert [warnings_in(r) for r in clean] == [[]] * (LOOP_STEPS + 1)
+
+
+def first_stop_advised(requests: list[Any]) -> int:
+    """The index of the first model request that carries a level-3 warning ("stop
+    advised"); fails when none does."""
+    found = [i for i, r in enumerate(requests) if any(_STOP_SENTENCE in w for w in warnings_in(r))]
+    assert found, "no request carried a stop-advised warning"
+    return found[0]

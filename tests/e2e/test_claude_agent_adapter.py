@@ -10,11 +10,13 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookContext
 from claude_agent_sdk.types import PostToolUseFailureHookInput, PostToolUseHookInput
 
+from loopwatch.models import LoopWarning
 from loopwatch.streams.client import MARKER, LoopwatchClient
 from loopwatch.streams.client.claude_agent import LoopwatchHooks, contract_call
+from loopwatch.streams.client.escalation import StopOnLoop
 from loopwatch.streams.demo.worker_process import WorkerProcess
 from loopwatch.streams.settings import Settings
-from tests.e2e.frameworks import LOOP_STEPS, VERDICT_TIMEOUT
+from tests.e2e.frameworks import LOOP_STEPS, STOP_STEPS, VERDICT_TIMEOUT, first_stop_advised
 
 pytestmark = pytest.mark.kafka
 
@@ -91,3 +93,40 @@ def test_claude_code_tool_names_map_to_the_contract() -> None:
     )
     assert contract_call("Bash", {"command": "ls"})[0] == "bash"
     assert contract_call("mcp__fs__write_file", {})[0] == "mcp__fs__write_file"
+
+
+async def run_long_loop(
+    client: LoopwatchClient, session: str, stop_on_loop: StopOnLoop
+) -> list[Any]:
+    """The hooks' answers to the same `ls src` STOP_STEPS times (Claude Code stops the run
+    at an answer with `continue: false`; here every hook is called, to see them all)."""
+    hooks = LoopwatchHooks(client, stop_on_loop=stop_on_loop)
+    prompt = {**base(session), "hook_event_name": "UserPromptSubmit", "prompt": "go"}
+    await hooks.user_prompt_submit(prompt, None, CONTEXT)  # type: ignore[arg-type]
+    answers = [
+        await hooks.post_tool_use(ran(session, n, "ls src"), f"toolu_{n}", CONTEXT)
+        for n in range(STOP_STEPS)
+    ]
+    await hooks.end(session)
+    return answers
+
+
+async def test_stop_on_loop_answers_continue_false_at_stop_advised_only_when_opted_in(
+    extended_worker: WorkerProcess, e2e_settings: Settings
+) -> None:
+    called: list[LoopWarning] = []
+    async with LoopwatchClient.from_settings(
+        e2e_settings, verdict_timeout=VERDICT_TIMEOUT
+    ) as client:
+        plain = await run_long_loop(client, "cl-stop-off", False)
+        stopping = await run_long_loop(client, "cl-stop-on", True)
+        recorded = await run_long_loop(client, "cl-stop-cb", called.append)
+
+    advised = first_stop_advised(plain)  # the hook whose context advises stopping
+    assert not any("continue_" in answer for answer in plain + recorded)
+    stops = [i for i, answer in enumerate(stopping) if answer.get("continue_") is False]
+    assert stops and stops[0] == advised
+    reason: Any = stopping[advised]
+    assert "stop advised" in reason["stopReason"] and "repeated_result" in reason["stopReason"]
+    assert reason["hookSpecificOutput"]["additionalContext"].startswith(MARKER)  # still placed
+    assert called and {(w.rule, w.level) for w in called} == {("repeated_result", 3)}

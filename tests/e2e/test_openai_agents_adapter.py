@@ -16,14 +16,18 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from loopwatch.models import LoopWarning
 from loopwatch.streams.client import MARKER, LoopwatchClient
+from loopwatch.streams.client.escalation import LoopStopAdvised, StopOnLoop
 from loopwatch.streams.client.openai_agents import input_item, loopwatch_input_filter
 from loopwatch.streams.demo.worker_process import WorkerProcess
 from loopwatch.streams.settings import Settings
 from tests.e2e.frameworks import (
     LOOP_STEPS,
+    STOP_STEPS,
     VERDICT_TIMEOUT,
     assert_warned_before_the_last_call_only,
+    first_stop_advised,
     search_arguments,
     search_result,
     warnings_in,
@@ -36,8 +40,9 @@ pytestmark = pytest.mark.kafka
 class ScriptedModel(Model):
     """Calls `search` LOOP_STEPS times, then answers; remembers every input it got."""
 
-    def __init__(self, *, looping: bool) -> None:
+    def __init__(self, *, looping: bool, steps: int = LOOP_STEPS) -> None:
         self.looping = looping
+        self.steps = steps
         self.inputs: list[list[dict[str, Any]]] = []
 
     async def get_response(
@@ -46,7 +51,7 @@ class ScriptedModel(Model):
         self.inputs.append([input_item(item) for item in input])
         step = len(self.inputs) - 1
         output: list[Any]
-        if step < LOOP_STEPS:
+        if step < self.steps:
             arguments = json.dumps(search_arguments(step, looping=self.looping))
             output = [
                 ResponseFunctionToolCall(
@@ -101,3 +106,41 @@ async def test_the_warning_reaches_the_next_input_and_never_the_run_items(
     assert "repeated_result" in json.dumps(last[placed:])
     assert warnings_in(stored) == []
     assert warnings_in(clean_stored) == []
+
+
+async def run_long_loop(
+    client: LoopwatchClient, session: str, stop_on_loop: StopOnLoop
+) -> tuple[list[list[dict[str, Any]]], LoopStopAdvised | None]:
+    model = ScriptedModel(looping=True, steps=STOP_STEPS)
+    agent = Agent(name="booker", instructions="Book flights.", model=model, tools=[search])
+    placing = loopwatch_input_filter(client, session, stop_on_loop=stop_on_loop)
+    config = RunConfig(call_model_input_filter=placing, tracing_disabled=True)
+    stopped = None
+    try:
+        await Runner.run(agent, "find me a direct flight", run_config=config, max_turns=20)
+    except LoopStopAdvised as exc:
+        stopped = exc
+    await client.end_session(session)
+    return model.inputs, stopped
+
+
+async def test_stop_on_loop_stops_the_run_at_stop_advised_only_when_opted_in(
+    extended_worker: WorkerProcess, e2e_settings: Settings
+) -> None:
+    called: list[LoopWarning] = []
+    async with LoopwatchClient.from_settings(
+        e2e_settings, verdict_timeout=VERDICT_TIMEOUT
+    ) as client:
+        plain, not_stopped = await run_long_loop(client, "oa-stop-off", False)
+        cut, stopped = await run_long_loop(client, "oa-stop-on", True)
+        recorded, not_stopped_either = await run_long_loop(client, "oa-stop-cb", called.append)
+
+    assert not_stopped is None and len(plain) == STOP_STEPS + 1
+    advised = first_stop_advised(plain)
+    # Runner.run raises the typed exception itself, before the model call
+    assert stopped is not None and stopped.warning.level == 3
+    assert stopped.warning.rule == "repeated_result" and "stop advised" in str(stopped)
+    assert len(cut) == advised
+    assert not_stopped_either is None and len(recorded) == STOP_STEPS + 1
+    assert called and {(w.rule, w.level) for w in called} == {("repeated_result", 3)}
+    assert called[0].count == stopped.warning.count

@@ -84,6 +84,10 @@ class SessionBuilder:
     def end(self) -> AgentEvent:
         return self._emit({"type": "session_end"})
 
+    def condensed(self) -> AgentEvent:
+        """The platform condensed the history (contract 1.3)."""
+        return self._emit({"type": "context_condensed"})
+
     def at(self, seq: int, body: dict[str, Any]) -> AgentEvent:
         """An event with an explicit seq (for duplicates and out-of-order tests)."""
         return self._emit(body, seq=seq)

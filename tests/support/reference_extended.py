@@ -21,6 +21,7 @@ from loopwatch.models import (
     DetectionConfig,
     ToolResult,
     result_fingerprint,
+    text_fingerprint,
 )
 from loopwatch.models.volatile import (
     ERROR_DETAIL,
@@ -45,6 +46,8 @@ ALL_ORDER = (
     "repeated_error",
     "recurring_result",
     "repeated_call",
+    "repeated_message",
+    "repeated_condensation",
 )
 WINDOW = 10
 """recurring_result's window of signed results (§9.11)."""
@@ -310,6 +313,43 @@ def calls_floor(history: Sequence[AgentEvent], config: DetectionConfig) -> Candi
     return tuple(sorted({call.name for call in newest.tool_calls})), count
 
 
+def _text_of(step: AssistantMessage) -> str | None:
+    """§9.14: the text's fingerprint, the carried one first; None when the step has
+    neither (it equals nothing)."""
+    if step.text_fingerprint is not None:
+        return step.text_fingerprint
+    return None if step.text is None else text_fingerprint(step.text)
+
+
+def same_message(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.14: the newest text steps in a row with the same text since the latest user
+    message; a tool step ends the run, other events between do not."""
+    steps = [i for i in _assistant_indexes(history) if i > _latest_user(history)]
+    if not steps:
+        return None
+    newest = history[steps[-1]]
+    assert isinstance(newest, AssistantMessage)
+    text = _text_of(newest)
+    if is_tool_step(newest) or text is None:
+        return None
+    count = 0
+    for i in reversed(steps):
+        step = history[i]
+        assert isinstance(step, AssistantMessage)
+        if is_tool_step(step) or _text_of(step) != text:
+            break
+        count += 1
+    return (), count
+
+
+def condensations(history: Sequence[AgentEvent], config: DetectionConfig) -> Candidate | None:
+    """§9.15: the `context_condensed` events after the latest user message and the
+    latest assistant message."""
+    start = max([_latest_user(history), *_assistant_indexes(history)], default=-1)
+    count = sum(1 for e in history[start + 1 :] if e.type == "context_condensed")
+    return ((), count) if count else None
+
+
 CANDIDATES = {
     "repeated_failed_mutation": failed_mutation,
     "repeated_result": same_result,
@@ -320,6 +360,8 @@ CANDIDATES = {
     "repeated_error": same_error,
     "recurring_result": recurring,
     "repeated_call": calls_floor,
+    "repeated_message": same_message,
+    "repeated_condensation": condensations,
 }
 
 
@@ -345,6 +387,8 @@ def _rule_threshold(config: DetectionConfig, rule: str) -> int:
         "repeated_cycle": config.cycle_threshold,
         "repeated_error": config.error_threshold,
         "repeated_call": config.call_floor_threshold,
+        "repeated_message": config.message_threshold,
+        "repeated_condensation": config.condensation_threshold,
     }.get(rule, config.threshold)
 
 
@@ -437,6 +481,8 @@ def state_of(rule: str, config: DetectionConfig) -> str:
         "repeated_error": "errors",
         "recurring_result": "window" + mode,
         "repeated_call": "call_run",
+        "repeated_message": "messages",
+        "repeated_condensation": "condensations",
     }.get(rule, "steps" + mode)
 
 

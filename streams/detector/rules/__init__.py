@@ -16,9 +16,11 @@ from loopwatch.streams.detector.rules import (
     repeated_batch_outcomes,
     repeated_call,
     repeated_call_in_turn,
+    repeated_condensation,
     repeated_cycle,
     repeated_error,
     repeated_failed_mutation,
+    repeated_message,
     repeated_read_range,
     repeated_result,
 )
@@ -42,6 +44,8 @@ EXTENDED_ORDER: tuple[Rule[Any], ...] = (
     repeated_error.RULE,
     recurring_result.RULE,
     repeated_call.RULE,
+    repeated_message.RULE,
+    repeated_condensation.RULE,
 )
 """The `extended` profile in evaluation order (docs/contract.md §9.1); a config may switch
 rules on and off, and rule 4 back to its calls-only form, without reordering."""
@@ -75,6 +79,8 @@ class RuleSet:
         self.on_boundary = self._hooks("on_boundary")
         self.on_user_message = self._hooks("on_user_message")
         self.on_text_step = self._hooks("on_text_step")
+        self.on_text = self._hooks("on_text")
+        self.on_condensed = self._hooks("on_condensed")
         self.on_tool_step = self._hooks("on_tool_step")
         self.on_result = self._hooks("on_result")
         self._selected: dict[tuple[tuple[RuleName, ...], bool], tuple[Check, ...]] = {}

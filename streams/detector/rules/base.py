@@ -58,6 +58,15 @@ class Tracker(Generic[Part]):
         """An assistant message without tool calls."""
         return part
 
+    def on_text(self, part: Part, event: AssistantMessage) -> Part:
+        """A text step, after `on_text_step`, with its event (for a tracker that reads
+        its text's digest)."""
+        return part
+
+    def on_condensed(self, part: Part) -> Part:
+        """A `context_condensed` event (the platform condensed the history)."""
+        return part
+
     def on_tool_step(self, part: Part, event: AssistantMessage, call_digests: list[str]) -> Part:
         """An assistant message with tool calls; `call_digests`: the digest of each
         call's fingerprint, in call order."""

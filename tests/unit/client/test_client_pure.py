@@ -153,3 +153,9 @@ def test_partition_for_matches_the_java_client_murmur2() -> None:
         expected = (murmur2(session_id.encode()) & 0x7FFFFFFF) % 12
         assert partition_for(session_id, 12) == expected
     assert {partition_for(f"s{i}", 6) for i in range(200)} == set(range(6))
+
+
+def test_a_condensation_is_a_context_condensed_event() -> None:
+    enc = EventEncoder(session_id="s-1", agent_id="a", local_fingerprints=True)
+    event = decode_event(enc.condensed(9, TS))
+    assert event.type == "context_condensed" and event.seq == 9 and event.agent_id == "a"

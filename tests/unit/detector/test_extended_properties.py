@@ -26,6 +26,7 @@ from loopwatch.models import (
     LoopWarning,
     call_fingerprint,
     result_fingerprint,
+    text_fingerprint,
 )
 from loopwatch.streams.detector import SessionState, observe
 from tests.support import reference, reference_extended
@@ -261,3 +262,89 @@ def test_a_policy_change_mid_session_judges_like_a_rescan(
         assert verdict is not None
         expected = reference_extended.expected_warning(history, config, since)
         assert project(verdict.warning) == expected
+
+
+# --- class 7: the conversation's own loops (contract §9.14, §9.15) --------------------
+# The same rounds, with text steps of a few texts (carried as a fingerprint, or not
+# carried at all) and condensations mixed in; the generators above are left as they were.
+
+TEXTS = (RAW, RAW, f"{RAW} other", f" {RAW}\r\n", None)
+"""`f" {RAW}\\r\\n"` normalises to RAW (§3): the same message."""
+text_action = st.tuples(
+    st.just("said"), st.tuples(st.sampled_from(TEXTS), st.sampled_from((0, 0, 0, 1)))
+)
+condensed_action = st.tuples(st.just("condensed"), st.none())
+conversation_action = st.one_of(
+    round_action, plain_action, text_action, text_action, text_action, condensed_action
+)
+conversations = st.lists(conversation_action, min_size=1, max_size=30)
+conversation_configs = st.builds(
+    lambda base, message, condensation: DetectionConfig(
+        **{
+            **base.model_dump(exclude_unset=True),
+            "message_threshold": message,
+            "condensation_threshold": condensation,
+        }
+    ),
+    configs,
+    st.integers(1, 4),
+    st.integers(1, 4),
+)
+
+
+class Conversation(Rounds):
+    def events(self, act: tuple[str, Any]) -> list[dict[str, Any]]:
+        kind, arg = act
+        if kind == "condensed":
+            return [self._common("context_condensed")]
+        if kind != "said":
+            return super().events(act)
+        text, carried = arg
+        body = self._common("assistant_message")
+        if text is not None and carried:
+            body["text_fingerprint"] = text_fingerprint(text)
+        elif text is not None:
+            body["text"] = text
+        return [body]
+
+
+def build_conversation(acts: Sequence[tuple[str, Any]]) -> list[AgentEvent]:
+    talk = Conversation()
+    return [EVENT_ADAPTER.validate_python(raw) for act in acts for raw in talk.events(act)]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=conversations, config=conversation_configs)
+def test_core_matches_the_reference_on_text_loops_and_condensations(
+    acts: list, config: DetectionConfig
+) -> None:
+    events = build_conversation(acts)
+    replay = reference_extended.ReplaySession(config)
+    state: SessionState | None = None
+    for index, event in enumerate(events):
+        _, expected = replay.feed(event)
+        state, verdict = observe(state, event, config)
+        assert verdict is not None
+        context = "\n".join(e.model_dump_json() for e in events[: index + 1])
+        assert project(verdict.warning) == expected, f"{config!r}\n{context}"
+        if state is not None:  # and the snapshot carries digests only
+            assert RAW not in json.dumps(state.to_snapshot())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=conversations)
+def test_the_seed_judges_text_steps_and_condensations_as_the_seed_reference(acts: list) -> None:
+    events = build_conversation(acts)
+    seed = reference.ReplaySession(DetectionConfig())
+    state: SessionState | None = None
+    for event in events:
+        _, expected = seed.feed(event)
+        state, verdict = observe(state, event, DetectionConfig())
+        assert verdict is not None and project(verdict.warning) == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(acts=conversations, config=conversation_configs)
+def test_snapshot_round_trip_keeps_text_loop_verdicts(acts: list, config: DetectionConfig) -> None:
+    events = build_conversation(acts)
+    assert verdicts(events, config, round_trip=True) == verdicts(events, config)

@@ -229,7 +229,12 @@ def test_json_schemas_describe_the_contract() -> None:
         "assistant_message",
         "tool_result",
         "session_end",
+        "context_condensed",  # contract 1.3
     }
+    said = events["$defs"]["AssistantMessage"]["properties"]
+    assert "text_fingerprint" in said and "text_fingerprint" not in events["$defs"][
+        "AssistantMessage"
+    ].get("required", [])
     verdicts = verdict_schema()
     assert set(verdicts["required"]) >= {"session_id", "seq", "warning", "event_ts"}
     episodes = episode_schema()
