@@ -2,8 +2,10 @@
 
 With `local_fingerprints`, raw arguments, results and error texts never leave the runtime:
 calls carry only `fingerprint`, results only `call_fingerprint` and `result_fingerprint`
-(docs/contract.md §3), message texts are left out, and a failed result carries a fixed
-placeholder in `error`: the rules read failure from `error` being a string, its text stays at home.
+(docs/contract.md §3), an assistant's text only its `text_fingerprint` (contract 1.3, for
+the repeated-message rule), other message texts nothing, and a failed result carries a
+fixed placeholder in `error`: the rules read failure from `error` being a string, its text
+stays at home.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from loopwatch.models import call_fingerprint, result_fingerprint
+from loopwatch.models import call_fingerprint, result_fingerprint, text_fingerprint
 
 WITHHELD_ERROR = "(error text withheld by the runtime)"
 """`error` of a failed result sent with local fingerprints."""
@@ -58,9 +60,10 @@ class EventEncoder:
             else:
                 wire["arguments"] = call.arguments
             wire_calls.append(wire)
-        return self._record(
-            "assistant_message", seq, ts, {**self._text(text), "tool_calls": wire_calls}
-        )
+        said = self._text(text)
+        if text is not None and self.local_fingerprints:  # its digest, for §9.14
+            said = {"text_fingerprint": text_fingerprint(text)}
+        return self._record("assistant_message", seq, ts, {**said, "tool_calls": wire_calls})
 
     def tool_result(
         self,
@@ -92,7 +95,7 @@ class EventEncoder:
         return self._record("context_condensed", seq, ts, {})
 
     def _text(self, text: str | None) -> dict[str, Any]:
-        # Detection never reads message text; with local fingerprints it stays home too.
+        # Only §9.14 reads a text (an assistant's); with local fingerprints none leaves.
         return {} if text is None or self.local_fingerprints else {"text": text}
 
     def _remember(self, call_id: str, digest: str) -> None:

@@ -5,7 +5,7 @@
  * error and message texts never leave the runtime).
  */
 
-import { callFingerprint, resultFingerprint } from "./fingerprints.js";
+import { callFingerprint, resultFingerprint, textFingerprint } from "./fingerprints.js";
 import { pythonJson } from "./json.js";
 
 /** `error` of a failed result sent with local fingerprints (the Python client's text). */
@@ -57,7 +57,9 @@ export class EventEncoder {
       }
       return { id: call.id, name: call.name, arguments: args };
     });
-    return this.record("assistant_message", seq, ts, { ...this.text(text), tool_calls: wireCalls });
+    // with local fingerprints an assistant's text goes as its digest, for §9.14
+    const said = text !== null && this.localFingerprints ? { text_fingerprint: textFingerprint(text) } : this.text(text);
+    return this.record("assistant_message", seq, ts, { ...said, tool_calls: wireCalls });
   }
 
   toolResult(
@@ -89,7 +91,7 @@ export class EventEncoder {
   }
 
   private text(text: string | null): Record<string, unknown> {
-    // Detection never reads message text; with local fingerprints it stays home too.
+    // Only §9.14 reads a text (an assistant's); with local fingerprints none leaves.
     return text === null || this.localFingerprints ? {} : { text };
   }
 

@@ -118,3 +118,14 @@ export function callFingerprint(toolName: string, args: unknown): string {
 export function resultFingerprint(toolName: string, result: unknown, error: string | null): string {
   return sha(resultCanonical(toolName, result, error));
 }
+
+/** The exact text that `textFingerprint` hashes. */
+export function textCanonical(text: string): string {
+  return canonicalJson({ text: normaliseText(text) });
+}
+
+/** Fingerprint of an assistant message's text (contract 1.3, §9.14): what a runtime sends
+ * as `text_fingerprint` instead of the text. */
+export function textFingerprint(text: string): string {
+  return sha(textCanonical(text));
+}

@@ -14,6 +14,7 @@ from loopwatch.models import (
     LoopWarning,
     ToolResult,
     decode_event,
+    text_fingerprint,
 )
 from loopwatch.streams.client.encoding import WITHHELD_ERROR, Call, EventEncoder
 from loopwatch.streams.client.ledger import Ledger, PlacedWarning, warnings_by_message
@@ -159,3 +160,28 @@ def test_a_condensation_is_a_context_condensed_event() -> None:
     enc = EventEncoder(session_id="s-1", agent_id="a", local_fingerprints=True)
     event = decode_event(enc.condensed(9, TS))
     assert event.type == "context_condensed" and event.seq == 9 and event.agent_id == "a"
+
+
+def test_local_fingerprints_send_an_assistant_text_as_its_fingerprint_only() -> None:
+    enc = EventEncoder(session_id="s-1", agent_id=None, local_fingerprints=True)
+    record = json.loads(enc.assistant(0, TS, "Let me try that again.", []))
+    assert "text" not in record
+    assert record["text_fingerprint"] == text_fingerprint("Let me try that again.")
+    assert "text" not in json.loads(enc.user(1, TS, "please fix it"))  # none but §9.14's
+
+
+def test_a_repeated_message_is_warned_alike_with_local_fingerprints() -> None:
+    """§9.14 reads `text_fingerprint` in preference to `text`: a runtime that keeps its
+    texts at home gets the repeated-message warning a raw one gets."""
+    extended = Scanner(DetectionConfig(profile="extended"))
+    warned = {}
+    for local in (False, True):
+        enc = EventEncoder(session_id=f"s-{local}", agent_id=None, local_fingerprints=local)
+        records = [enc.user(0, TS, "go")]
+        records += [enc.assistant(seq, TS, "I am stuck.", []) for seq in range(1, 5)]
+        warned[local] = [
+            v.warning.rule if v.warning else None
+            for v in extended.run(decode_event(r) for r in records)
+        ]
+    assert warned[True] == warned[False]
+    assert "repeated_message" in warned[True]

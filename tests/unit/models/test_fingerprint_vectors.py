@@ -18,6 +18,7 @@ from loopwatch.models.fingerprints import (
     normalise,
     normalise_text,
     result_fingerprint,
+    text_fingerprint,
 )
 
 VECTORS: dict[str, Any] = json.loads(
@@ -55,6 +56,13 @@ def test_result_vector(vector: dict[str, Any]) -> None:
     )
     assert canonical.decode("utf-8") == vector["canonical"]
     assert result_fingerprint(name, result, error) == vector["fingerprint"]
+
+
+@pytest.mark.parametrize("vector", VECTORS["texts"], ids=lambda v: v["name"])
+def test_text_vector(vector: dict[str, Any]) -> None:
+    canonical = canonical_json({"text": normalise_text(vector["text"])})
+    assert canonical.decode("utf-8") == vector["canonical"]
+    assert text_fingerprint(vector["text"]) == vector["fingerprint"]
 
 
 def test_vectors_pin_the_known_digests() -> None:

@@ -9,6 +9,8 @@ import {
   RESULT_DROPPED_KEYS,
   resultCanonical,
   resultFingerprint,
+  textCanonical,
+  textFingerprint,
 } from "../../src/fingerprints.js";
 import { JsonFloat, parseJson, pyFloatRepr } from "../../src/index.js";
 import { VECTORS } from "../support/paths.js";
@@ -28,11 +30,18 @@ interface ResultVector {
   canonical: string;
   fingerprint: string;
 }
+interface TextVector {
+  name: string;
+  text: string;
+  canonical: string;
+  fingerprint: string;
+}
 interface Vectors {
   call_dropped_keys: string[];
   result_dropped_keys: string[];
   calls: CallVector[];
   results: ResultVector[];
+  texts: TextVector[];
 }
 
 // Read with the lossless parser: the file says 1 and 1.0 differ and big integers are exact.
@@ -56,6 +65,13 @@ for (const v of vectors.results) {
   test(`result vector: ${v.name}`, () => {
     assert.equal(resultCanonical(v.tool_name, v.result, v.error), v.canonical);
     assert.equal(resultFingerprint(v.tool_name, v.result, v.error), v.fingerprint);
+  });
+}
+
+for (const v of vectors.texts) {
+  test(`text vector: ${v.name}`, () => {
+    assert.equal(textCanonical(v.text), v.canonical);
+    assert.equal(textFingerprint(v.text), v.fingerprint);
   });
 }
 
