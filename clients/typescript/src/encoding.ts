@@ -90,6 +90,11 @@ export class EventEncoder {
     return this.record("session_end", seq, ts, {});
   }
 
+  /** `context_condensed` (contract 1.3): the runtime condensed the history. */
+  condensed(seq: number, ts: Date): string {
+    return this.record("context_condensed", seq, ts, {});
+  }
+
   private text(text: string | null): Record<string, unknown> {
     // Only §9.14 reads a text (an assistant's); with local fingerprints none leaves.
     return text === null || this.localFingerprints ? {} : { text };

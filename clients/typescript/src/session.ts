@@ -88,6 +88,14 @@ export class Session {
     );
   }
 
+  /** Publish `context_condensed` (contract 1.3): this runtime just condensed the
+   * session's history to fit the context (the summary itself is not sent). Needs 1.3
+   * workers: a 1.2 worker dead-letters it. */
+  condensed(options: PublishOptions = {}): number {
+    const seq = this.takeSeq(options);
+    return this.emit(seq, () => this.deps.encoder.condensed(seq, this.deps.clock()));
+  }
+
   /** Publish `session_end` and stop reading this session's verdicts. */
   end(): number {
     const seq = this.takeSeq({});
