@@ -98,11 +98,11 @@ class RecordHandler:
             now=self.clock(),
             log_time=message.timestamp or None,  # the Kafka timestamp: the sweep's clock
         )
+        if self._expiry.carried_over():
+            self._sweep_wanted.set()
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
             return
-        if self._expiry.carried_over():
-            self._sweep_wanted.set()
         event = outcome.event
         reply = await self._reply_partition(message.headers) if message.headers else None
         if isinstance(outcome, Duplicate):
