@@ -2,7 +2,7 @@
 
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/client_wait_bench.py \
         [--only paced|closed] [--seconds 15] [--rate 1000] [--sessions 500] \
-        [--closed-sessions 32] [--steps 10] [--linger-ms N]
+        [--closed-sessions 32] [--steps 10] [--linger-ms N] [--no-floor]
 
 One `loopwatch worker` child (topics and app id of its own, 12 partitions) and one
 `LoopwatchClient`, used only as a runtime uses it: `open_session`, publish, `verdicts()`.
@@ -27,7 +27,15 @@ agents and the client), the machine's busy cores, and the cores the host took fr
 virtual machine (steal): with the broker on the same 2-core machine, a tail is often a
 queue for a core, and steal decides most of the run-to-run spread (docs/performance.md);
 and the local broker's GC pauses in those seconds, from the log `ops/kafka/kafka.sh` has
-it write. Benchmarks print; tests never time.
+it write.
+
+The floor: after each load against the worker, the same load (the same clients, the same
+waits) against `echo_worker.py`, a bare aiokafka consumer and producer (no faust, no
+detection) that answers each event with a fixed verdict on a verdicts topic of its own.
+What the client waits for there is the broker's and the clients' part of the wait; the
+worker's p50 and p99 are printed as a ratio of the floor's, which is what a run on a busy
+2-core machine can compare (absolute waits swing several-fold with what else runs).
+Benchmarks print; tests never time.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import gc
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -162,6 +171,53 @@ def window_p99s(load: Load) -> list[float]:
     ]
 
 
+def p50_p99(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(sorted(values), n=100)
+    return q[49], q[98]
+
+
+def report_floor(worker: Load, floor: Load) -> None:
+    """The worker's wait as a ratio of the echo floor's, measured just after it."""
+    if len(worker.waited) < 2 or len(floor.waited) < 2:
+        print("  against the floor: n/a")
+        return
+    (w50, w99), (f50, f99) = p50_p99(worker.waited), p50_p99(floor.waited)
+    print(
+        f"{worker.name} against the echo floor: p50 {w50 * 1000:.1f} / {f50 * 1000:.1f} ms "
+        f"= {w50 / f50:.2f}x, p99 {w99 * 1000:.1f} / {f99 * 1000:.1f} ms = {w99 / f99:.2f}x"
+    )
+
+
+class EchoWorker:
+    """`echo_worker.py` in a child process, on the topics of `settings`."""
+
+    def __init__(self, settings: Settings, bootstrap: str) -> None:
+        script = Path(__file__).resolve().with_name("echo_worker.py")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                bootstrap,
+                settings.events_topic,
+                settings.verdicts_topic,
+                f"{settings.app_id}-echo",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.pid = self.process.pid
+
+    async def ready(self, timeout: float) -> None:
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), timeout)
+        if line.strip() != "ready":
+            raise RuntimeError(f"the echo worker did not start (exit {self.process.poll()})")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
 def report_cpu(
     load: Load, seconds: float, worker: Usage, bench: Usage, window: tuple[float, float]
 ) -> None:
@@ -217,6 +273,28 @@ async def run_load(
     return load, time.monotonic() - start
 
 
+async def measure(load: Load, settings: Settings, pid: int, args: argparse.Namespace) -> None:
+    """Run `load` with clients of `settings`' topics; print its wait, CPU (`pid`: the
+    worker's process) and the broker's pauses."""
+    worker_cpu, bench_cpu = Usage([pid]), Usage([os.getpid()])
+    samplers = [asyncio.ensure_future(u.sample()) for u in (worker_cpu, bench_cpu)]
+    async with LoopwatchClient.from_settings(
+        settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
+    ) as client:
+        await client.connect()  # in the background otherwise: not measured
+        if args.gc_freeze:  # as a runtime would, once it has started
+            gc.freeze()
+        measured = time.time() + args.warmup
+        done, seconds = await run_load(client, load, args)
+        window = (measured, min(time.time(), measured + args.seconds))
+    for sampler in samplers:
+        sampler.cancel()
+    report(done, seconds)
+    report_cpu(done, seconds, worker_cpu, bench_cpu, window)
+    if pauses := broker_pauses(args.bootstrap, *window):
+        print(f"  {pauses}")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     prefix = f"bench-wait-{uuid.uuid4().hex[:8]}"
     env = worker_env(args.bootstrap, prefix, args.partitions)
@@ -224,44 +302,44 @@ async def main_async(args: argparse.Namespace) -> None:
         env["LOOPWATCH_OUTPUT_LINGER_MS"] = str(args.linger_ms)
     settings = Settings.from_env(env)
     await create_topics(settings)
+    floor_settings = Settings.from_env(
+        worker_env(args.bootstrap, f"{prefix}-echo", args.partitions)
+    )
+    if not args.no_floor:
+        await create_topics(floor_settings)
     with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
         worker = await start_worker(settings, Path(tmp) / "worker.log", 120.0)
+        echo = None
         try:
+            if not args.no_floor:
+                echo = EchoWorker(floor_settings, args.bootstrap)
+                await echo.ready(120.0)
             print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             if args.gc_freeze:
                 print("this process freezes its start-up objects (gc.freeze()) per load")
-            loads = []
+            kinds: list[tuple[str, int, float | None]] = []
             # 2 events per step, plus the user message and session_end of each session
             per_step = 2 + 2 / args.steps
             if args.only in (None, "paced"):
-                interval = args.sessions * per_step / args.rate
-                loads.append(Load("paced", args.sessions, interval))
+                kinds.append(("paced", args.sessions, args.sessions * per_step / args.rate))
             if args.only in (None, "closed"):
-                loads.append(Load("closed", args.closed_sessions, None))
-            for load in loads:
-                worker_cpu, bench_cpu = Usage([worker.pid or 0]), Usage([os.getpid()])
-                samplers = [asyncio.ensure_future(u.sample()) for u in (worker_cpu, bench_cpu)]
-                async with LoopwatchClient.from_settings(
-                    settings, verdict_timeout=VERDICT_TIMEOUT, log_timeouts=False
-                ) as client:
-                    await client.connect()  # in the background otherwise: not measured
-                    if args.gc_freeze:  # as a runtime would, once it has started
-                        gc.freeze()
-                    measured = time.time() + args.warmup
-                    done, seconds = await run_load(client, load, args)
-                    window = (measured, min(time.time(), measured + args.seconds))
-                for sampler in samplers:
-                    sampler.cancel()
-                report(done, seconds)
-                report_cpu(done, seconds, worker_cpu, bench_cpu, window)
-                if pauses := broker_pauses(args.bootstrap, *window):
-                    print(f"  {pauses}")
+                kinds.append(("closed", args.closed_sessions, None))
+            for name, agents, interval in kinds:
+                load = Load(name, agents, interval)
+                await measure(load, settings, worker.pid or 0, args)
+                if echo is not None:
+                    floor = Load(f"{name} (echo floor)", agents, interval)
+                    await measure(floor, floor_settings, echo.pid, args)
+                    report_floor(load, floor)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finally:
+            if echo is not None:
+                echo.stop()
             code = await asyncio.to_thread(worker.stop)
             if code != 0:
                 print(f"the worker exited with {code}; log: {worker.log_path}")
-            # a long-lived broker with thousands of bench topics answers slower
+            # a long-lived broker with thousands of bench topics answers slower (the
+            # floor's topics share the prefix)
             await delete_topics(settings, prefix)
 
 
@@ -279,6 +357,7 @@ def main() -> int:
     parser.add_argument("--closed-sessions", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="tool steps per session")
     parser.add_argument("--linger-ms", type=int, help="the worker's LOOPWATCH_OUTPUT_LINGER_MS")
+    parser.add_argument("--no-floor", action="store_true", help="no echo floor")
     parser.add_argument(
         "--gc-freeze",
         action="store_true",

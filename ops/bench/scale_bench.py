@@ -3,6 +3,7 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/scale_bench.py \
         [--sessions 10000] [--events-per-session 20] [--store rocksdb://|memory://] \
         [--partitions 4] [--burst 20000] [--skip-recovery] [--tree CHECKOUT]
+    ... scale_bench.py --expire --sessions 100000 --events-per-session 2 [--ttl SECONDS]
 
 On a real broker, with topics and an app id of its own, one worker (static membership,
 so that a restart takes its partitions back at once) is loaded with `--sessions` open
@@ -21,6 +22,14 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
+`--expire` measures a mass expiry instead: the worker's idle TTL is `--ttl` (by default
+a little more than the load should take), and once the TTL has passed after the load, a
+record per partition (triggers) makes every loaded session due at once, with one more
+session's event (the probe) right behind them. Printed: the probe's and the triggers'
+verdict delays (produced to received), how long until the worker had swept them all (its
+`loopwatch_active_sessions`), and its RSS loaded, after the sweep, and after as many new
+sessions were loaded again (the memory given back or reused).
+
 Figures swing with what else runs on the machine: compare runs of one invocation, or
 against `--sessions 100` in the same run, and read the load line printed with them.
 """
@@ -36,6 +45,7 @@ import shutil
 import signal
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
+from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 from harness import (  # noqa: E402
     collect,
     delete_run_topics,
@@ -149,9 +160,26 @@ class Run:
             LOOPWATCH_WORKER_ID="scale-0",
             LOOPWATCH_DATA_DIR=str(workdir / "data"),
         )
+        if args.expire:
+            self.env["LOOPWATCH_SESSION_TTL_SECONDS"] = str(self.ttl)
         self.settings = Settings.from_env(self.env)
         self.produced = 0
         self.worker: Any = None
+
+    @property
+    def ttl(self) -> int:
+        """The idle TTL of `--expire`: longer than the load (~2,500 events/s at worst)."""
+        if self.args.ttl is not None:
+            return int(self.args.ttl)
+        return int(self.args.sessions * self.args.events_per_session / 2500) + 30
+
+    def metric(self, name: str) -> float:
+        """An unlabelled gauge of the worker's /metrics page."""
+        with urllib.request.urlopen(self.worker.url + "/metrics", timeout=5) as page:
+            for line in page.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise RuntimeError(f"no {name} on /metrics")
 
     def start(self, name: str) -> None:
         tree = Path(self.args.tree).resolve() if self.args.tree else REPO
@@ -210,6 +238,111 @@ class Run:
         )
 
 
+def small_sessions(sessions: int, per_session: int, seed: int) -> list[tuple[bytes, bytes]]:
+    """`sessions` open sessions of `per_session` short user messages (`--expire`: cheap
+    to make and to load, where `open_sessions`' realistic ones take minutes at 100k)."""
+    lines = []
+    for seq in range(per_session):
+        for n in range(sessions):
+            session = f"idle-{seed}-{n:06d}"
+            event = {
+                "v": 1,
+                "session_id": session,
+                "agent_id": "scale-bench",
+                "seq": seq,
+                "ts": f"2026-12-02T12:00:{seq % 60:02d}+00:00",
+                "type": "user_message",
+                "text": f"step {seq} of session {n}",
+            }
+            lines.append((session.encode(), json.dumps(event).encode()))
+    return lines
+
+
+def triggers(partitions: int) -> list[tuple[bytes, bytes]]:
+    """One new session's event per partition (a record that sweeps it), then the probe."""
+    choose, every = DefaultPartitioner(), list(range(partitions))
+    by_partition: dict[int, str] = {}
+    n = 0
+    while len(by_partition) < partitions:
+        by_partition.setdefault(choose(f"trigger-{n}".encode(), every, every), f"trigger-{n}")
+        n += 1
+    lines = []
+    for session in [*by_partition.values(), "probe"]:
+        event = {
+            "v": 1,
+            "session_id": session,
+            "agent_id": "scale-bench",
+            "seq": 0,
+            "ts": "2026-12-02T12:00:00+00:00",
+            "type": "user_message",
+            "text": "hello",
+        }
+        lines.append((session.encode(), json.dumps(event).encode()))
+    return lines
+
+
+async def mass_expiry(run: Run, n: int, seed: int, idle_rss: int) -> None:
+    """`--expire` (module docstring)."""
+    args = run.args
+    mib = 2**20
+    load = small_sessions(n, args.events_per_session, seed)
+    rate = await run.process(load, deadline=3600)
+    loaded_at = time.time()
+    print(
+        f"load: {len(load):,} events at {rate:,.0f} events/s (TTL {run.ttl} s); {load_line()}",
+        flush=True,
+    )
+    await asyncio.sleep(3 * run.settings.commit_interval_ms / 1000)  # bench pause: commits
+    loaded_rss = rss_bytes(run.worker.pid)
+    if time.time() - loaded_at > run.ttl:
+        print("warning: the load took longer than the TTL", flush=True)
+    await asyncio.sleep(max(0.0, loaded_at + run.ttl + 1.5 - time.time()))  # the TTL passes
+    sessions_before = run.metric("loopwatch_active_sessions")
+    lines = triggers(args.partitions)
+    ready = asyncio.Event()
+    reader = asyncio.create_task(
+        collect(
+            run.bootstrap,
+            run.settings.verdicts_topic,
+            run.settings.verdict_partitions,
+            len(lines),
+            deadline=600,
+            ready=ready,
+        )
+    )
+    await ready.wait()
+    sent = time.time()
+    await produce_batched(run.bootstrap, run.settings.events_topic, lines, args.partitions)
+    got = await reader
+    delays = {record.key.decode(): received - sent for received, record in got}
+    left = n
+    while left > len(lines):
+        left = int(run.metric("loopwatch_active_sessions"))
+        swept = time.time() - sent
+        await asyncio.sleep(0.1)  # polling the gauge, not synchronisation
+    trigger_delays = [delay for key, delay in delays.items() if key != "probe"]
+    print(
+        f"mass expiry of {sessions_before:,.0f} sessions: the probe's verdict after "
+        f"{delays['probe']:.3f} s, the triggers' after {min(trigger_delays):.3f}-"
+        f"{max(trigger_delays):.3f} s; all swept within {swept:.1f} s; {load_line()}",
+        flush=True,
+    )
+    await asyncio.sleep(3 * run.settings.commit_interval_ms / 1000)  # the tombstones' commits
+    expired_rss = rss_bytes(run.worker.pid)
+    again = small_sessions(n, args.events_per_session, seed + 1)
+    await run.process(again, deadline=3600)
+    await asyncio.sleep(3 * run.settings.commit_interval_ms / 1000)
+    refilled_rss = rss_bytes(run.worker.pid)
+    print(
+        f"RSS: idle {idle_rss / mib:,.0f} MiB, loaded {loaded_rss / mib:,.0f} MiB, after the "
+        f"sweep {expired_rss / mib:,.0f} MiB ({(loaded_rss - expired_rss) / mib:+,.0f} given "
+        f"back), refilled with {n:,} new sessions {refilled_rss / mib:,.0f} MiB "
+        f"({(refilled_rss - expired_rss) / mib:+,.0f} against "
+        f"{(loaded_rss - idle_rss) / mib:+,.0f} for the first load); {load_line()}",
+        flush=True,
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     workdir = Path(args.workdir or f"/tmp/lw-scale-{uuid.uuid4().hex[:6]}")
@@ -217,13 +350,19 @@ async def main_async(args: argparse.Namespace) -> None:
     run = Run(args, bootstrap, workdir)
     await create_topics(run.settings)
     n, seed = args.sessions, args.seed
-    print(f"scale bench: {n:,} open sessions x {args.events_per_session} events, {args.store}, "
-          f"{args.partitions} partitions; {load_line()}", flush=True)  # fmt: skip
-    load = open_sessions(n, args.events_per_session, seed)
+    print(
+        f"scale bench ({args.tree or REPO}): {n:,} open sessions x {args.events_per_session} "
+        f"events, {args.store}, {args.partitions} partitions; {load_line()}",
+        flush=True,
+    )
     run.start("worker")
     try:
         await run.wait_ready(300)
         idle_rss = rss_bytes(run.worker.pid)
+        if args.expire:
+            await mass_expiry(run, n, seed, idle_rss)
+            return
+        load = open_sessions(n, args.events_per_session, seed)
         rate = await run.process(load, deadline=3600)
         print(f"load: {len(load):,} events at {rate:,.0f} events/s; {load_line()}", flush=True)
         # the sessions reach the changelog and the store at the next commits
@@ -276,6 +415,8 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--skip-recovery", action="store_true")
+    parser.add_argument("--expire", action="store_true", help="measure a mass expiry instead")
+    parser.add_argument("--ttl", type=float, default=None, help="--expire: the idle TTL (s)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the workdir (logs, data)")
     parser.add_argument(

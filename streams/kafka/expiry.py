@@ -17,7 +17,11 @@ So that a session receiving events is never deleted by them:
   worker read moments ago.
 
 Sweeping happens while processing a record of that partition, which is where faust lets
-the agent write the table (the deleted key lives in the same partition).
+the agent write the table (the deleted key lives in the same partition). A sweep takes
+at most `limit` sessions at a time: when more are due (a mass expiry: a fleet that went
+quiet, or a partition's first record in hours), the partition is *carried over* and the
+worker deletes the rest a step per event-loop turn (`due_again`), so that one record never
+pays for a whole partition's expiry while other events wait for their verdicts.
 """
 
 from __future__ import annotations
@@ -78,6 +82,19 @@ class _PartitionIndex:
     """(wall deadline, log deadline, session) of sessions past their log deadline whose
     wall deadline has not passed yet."""
     clock: float = float("-inf")
+    wall: float = float("-inf")
+    """The worker's clock at the partition's latest sweep (what `due_again` goes on with)."""
+    peak: int = 0
+    """The most sessions `deadlines` has held since it was last compacted: a dict never
+    shrinks as keys are deleted, so after a mass expiry it is copied (`_take_due`)."""
+
+
+_WORK_PER_DUE = 8
+"""Entries a limited sweep may pop from each of its two heaps per session it may delete:
+stale entries (sessions touched again or forgotten) are cheap to pass over, not free."""
+COMPACT_AT = 256
+"""A partition's deadlines dict is copied once it holds under a quarter of its peak (and
+the peak was at least this): the copy is sized for the sessions left."""
 
 
 class ExpiryIndex:
@@ -89,6 +106,7 @@ class ExpiryIndex:
         self._idle_ttl = idle_ttl.total_seconds()
         self._ended_retention = ended_retention.total_seconds()
         self._partitions: dict[int, _PartitionIndex] = {}
+        self._carried: set[int] = set()
 
     def advance(self, partition: int, log_time: float | None, now: float) -> float:
         """Move the partition's log clock to a record's Kafka timestamp `log_time`, at most
@@ -134,7 +152,9 @@ class ExpiryIndex:
         span = self._ended_retention if ended else self._idle_ttl
         deadline = last + span
         wall_deadline = -_NEVER if wall is None else wall + span
-        index.deadlines[session_id] = (deadline, wall_deadline)
+        deadlines = index.deadlines
+        deadlines[session_id] = (deadline, wall_deadline)
+        index.peak = max(index.peak, len(deadlines))
         heapq.heappush(index.heap, (deadline, wall_deadline, session_id))
         if len(index.heap) > 2 * len(index.deadlines) + 1024:
             index.heap = [(d, w, s) for s, (d, w) in index.deadlines.items()]
@@ -149,6 +169,15 @@ class ExpiryIndex:
     def drop_partition(self, partition: int) -> None:
         """The partition went to another worker."""
         self._partitions.pop(partition, None)
+        self._carried.discard(partition)
+
+    def carried_over(self) -> set[int]:
+        """Partitions where a limited sweep left sessions due (`due_again` takes them)."""
+        return self._carried
+
+    def stop_carrying(self, partition: int) -> None:
+        """Leave the partition's due sessions to the sweep of its next record."""
+        self._carried.discard(partition)
 
     def sessions(self) -> int:
         return sum(len(index.deadlines) for index in self._partitions.values())
@@ -157,26 +186,56 @@ class ExpiryIndex:
         """`due_at` with a datetime."""
         return self.due_at(partition, epoch_seconds(clock))
 
-    def due_at(self, partition: int, now: float, wall: float = _NEVER) -> list[str]:
+    def due_at(
+        self, partition: int, now: float, wall: float = _NEVER, limit: int | None = None
+    ) -> list[str]:
         """Advance the partition's clock to `now` (epoch seconds, normally what `advance`
         returned); return the sessions past both their deadlines, on the log clock and,
-        at `wall` (the worker's clock), on the worker's (and forget them)."""
+        at `wall` (the worker's clock), on the worker's (and forget them). At most `limit`
+        of them (None: all): the partition is then carried over (`carried_over`)."""
         index = self._partitions.get(partition)
         if index is None:
             return []
         index.clock = max(index.clock, now)
+        index.wall = max(index.wall, wall)
+        return self._take_due(partition, index, limit)
+
+    def due_again(self, partition: int, limit: int) -> list[str]:
+        """At most `limit` more sessions of a carried-over partition, due on the clocks of
+        its latest sweep (the worker's clock has not moved them: a session that was not
+        due then waits, as before, for a record of its partition)."""
+        index = self._partitions.get(partition)
+        if index is None:
+            self._carried.discard(partition)
+            return []
+        return self._take_due(partition, index, limit)
+
+    def _take_due(self, partition: int, index: _PartitionIndex, limit: int | None) -> list[str]:
         deadlines = index.deadlines
         heap, waiting = index.heap, index.waiting
-        while heap and heap[0][0] < index.clock:
+        clock, wall = index.clock, index.wall
+        work = _NEVER if limit is None else _WORK_PER_DUE * limit
+        most = _NEVER if limit is None else limit
+        while heap and heap[0][0] < clock and work > 0:
+            work -= 1
             deadline, wall_deadline, session_id = heapq.heappop(heap)
             if deadlines.get(session_id) == (deadline, wall_deadline):
                 heapq.heappush(waiting, (wall_deadline, deadline, session_id))
         expired: list[str] = []
-        while waiting and waiting[0][0] < wall:
+        work = _NEVER if limit is None else _WORK_PER_DUE * limit
+        while waiting and waiting[0][0] < wall and len(expired) < most and work > 0:
+            work -= 1
             wall_deadline, deadline, session_id = heapq.heappop(waiting)
             if deadlines.get(session_id) == (deadline, wall_deadline):
                 del deadlines[session_id]
                 expired.append(session_id)
+        if (heap and heap[0][0] < clock) or (waiting and waiting[0][0] < wall):
+            self._carried.add(partition)  # (without a limit: nothing left to carry)
+        else:
+            self._carried.discard(partition)
+        if expired and index.peak >= COMPACT_AT and len(deadlines) < index.peak // 4:
+            index.deadlines = dict(deadlines)
+            index.peak = len(deadlines)
         return expired
 
 

@@ -117,7 +117,9 @@ def create_app(
         metrics=metrics,
         # the topic's count as it is (an existing topic keeps its own), not the setting
         verdict_partitions=lambda: partition_count(started_producer(app), settings.verdicts_topic),
+        writing_in=table.writing_in,
     )
+    app.task(handler.sweep_carried_over)
     on_changelog.target = handler.on_changelog_event
     _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))

@@ -4,7 +4,9 @@ its outcome out to the outputs (verdicts, warnings, dead letters) and the metric
 One instance per app, called by the faust agent, which runs with concurrency 1 (faust
 loses offsets with more, and the table must see a session's events in order). The
 session table is written by `process_record` through `TableSessionStore` while the
-record is current, as faust requires.
+record is current, as faust requires. Sessions due beyond what one record may sweep are
+deleted by `sweep_carried_over` (an app task), a step per event-loop turn, with the
+partition's table writes made current as the offset commit's writes are.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -31,6 +34,7 @@ from loopwatch.streams.worker.pipeline import (
     Processed,
     Rejected,
     process_record,
+    sweep,
 )
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.table_store import TableSessionStore
@@ -53,10 +57,12 @@ class RecordHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policies_loaded: asyncio.Event | None = None,
         verdict_partitions: Callable[[], Awaitable[int]] | None = None,
+        writing_in: Callable[[int], AbstractContextManager[None]] = lambda _: nullcontext(),
     ) -> None:
         """`verdict_partitions()`: the verdicts topic's partition count as the broker has it
         (asked once, at the first event with a reply-partition header); by default the
-        count the topic was declared with."""
+        count the topic was declared with. `writing_in(partition)`: makes that partition's
+        table writes current (`SessionTable.writing_in`) for the sweep between records."""
         self._store = store
         self._outputs = outputs
         self._verdicts_topic: str = topics.verdicts.get_topic_name()
@@ -74,6 +80,8 @@ class RecordHandler:
         declared = int(topics.verdicts.partitions or 1)
         self._count_verdict_partitions = verdict_partitions or _constant(declared)
         self._verdict_partitions: int | None = None
+        self._writing_in = writing_in
+        self._sweep_wanted = asyncio.Event()
 
     async def handle(self, message: Any) -> None:
         """Handle one record of the events topic (a faust `Message`: raw key and value,
@@ -90,6 +98,8 @@ class RecordHandler:
             now=self.clock(),
             log_time=message.timestamp or None,  # the Kafka timestamp: the sweep's clock
         )
+        if self._expiry.carried_over():
+            self._sweep_wanted.set()
         if isinstance(outcome, Rejected):
             await self._dead_letter(message, outcome.letter)
             return
@@ -154,6 +164,33 @@ class RecordHandler:
         for episode in outcome.expired_episodes:
             key = episode.session_id.encode()
             await self._outputs.send(self._episodes_topic, key, episode.to_json())
+
+    async def sweep_carried_over(self) -> None:
+        """The worker's task: delete the sessions that records left due beyond their own
+        sweep (`pipeline.SWEEP_PER_STEP` each), one step of as many per partition per
+        event-loop turn, so that events keep being processed in between. Their tombstones
+        are noted (or, without deferred writes, written) under the partition as the
+        commit's writes are; their open loops go out `expired` as a record's would."""
+        expiry = self._expiry
+        while True:
+            await self._sweep_wanted.wait()
+            self._sweep_wanted.clear()
+            while carried := expiry.carried_over():
+                for partition in sorted(carried):
+                    try:
+                        with self._writing_in(partition):
+                            swept = sweep(self._store, expiry, partition)
+                    except Exception:  # as in a record's sweep: it must not stop the worker
+                        log.exception("sweeping partition %d", partition)
+                        expiry.stop_carrying(partition)  # its next record sweeps again
+                        continue
+                    for _session_id, ended in swept.expired:
+                        self._metrics.count_expired("ended" if ended else "idle")
+                    for episode in swept.episodes:
+                        self._metrics.loop_ended(episode)
+                        key = episode.session_id.encode()
+                        await self._outputs.send(self._episodes_topic, key, episode.to_json())
+                    await asyncio.sleep(0)  # a turn for the events waiting
 
     async def _publish(
         self,

@@ -1,7 +1,8 @@
 """The per-record pipeline, without Kafka: bytes in, state written, outcome out.
 
 decode → check key and size → skip duplicates → `observe` → store the new session
-record → expire sessions past their deadline. The session state is read and written
+record → expire sessions past their deadline (at most `SWEEP_PER_STEP` per record; the
+worker sweeps the rest between records with `sweep`). The session state is read and written
 through `SessionStore` (the faust table in the worker, a dict in tests); the caller
 (`streams.worker.handler`) carries the outcome out: sends, dead letters, metrics.
 """
@@ -31,6 +32,10 @@ from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds, idle_past
 from loopwatch.streams.worker.policy_book import PolicyBook
 from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
 from loopwatch.streams.worker.store import SessionStore
+
+SWEEP_PER_STEP = 32
+"""Sessions one sweep deletes at most (each costs a record decode and a table write): a
+record's processing, or one event-loop turn of the worker's carried-over sweep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,21 +216,16 @@ def _process(
         )
         store.set(session_id, record)
         expiry.touch_at(partition, session_id, seen, ended=new_state is None, wall=wall)
-    expired = []
     expired_episodes: list[LoopEpisode] = list(reset_episodes or ())
-    for due in expiry.due_at(partition, seen, wall):
-        stored = store.get(due)
-        if stored is not None:
-            if stored.state is not None:  # its open loops end with it (contract §8)
-                expired_episodes.extend(expire_episodes(stored.state, due))
-            store.delete(due)
-            expired.append((due, stored.ended))
+    expired = _sweep_into(
+        expiry.due_at(partition, seen, wall, SWEEP_PER_STEP), store, expired_episodes
+    )
     return Processed(
         event,
         verdict,
         payload,
         record,
-        tuple(expired),
+        expired,
         observation.closed,
         episode_payloads,
         observation.opened,
@@ -233,6 +233,44 @@ def _process(
         first_loop=bool(observation.opened) and (state is None or state.loops == 0),
         expired_episodes=tuple(expired_episodes),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep between records deleted: (session id, ended) of each session, and
+    their open loop episodes, ended `expired`."""
+
+    expired: tuple[tuple[str, bool], ...]
+    episodes: tuple[LoopEpisode, ...]
+
+
+def sweep(
+    store: SessionStore, expiry: ExpiryIndex, partition: int, limit: int = SWEEP_PER_STEP
+) -> Swept:
+    """Delete at most `limit` more of the sessions a record of `partition` left due
+    (`ExpiryIndex.carried_over`). The caller makes the partition's table writes current
+    (faust: `SessionTable.writing_in`), as a record's processing does."""
+    episodes: list[LoopEpisode] = []
+    expired = _sweep_into(expiry.due_again(partition, limit), store, episodes)
+    return Swept(expired, tuple(episodes))
+
+
+def _sweep_into(
+    due: list[str], store: SessionStore, episodes: list[LoopEpisode]
+) -> tuple[tuple[str, bool], ...]:
+    """Delete the `due` sessions' records; their open loops end with them (contract §8),
+    added to `episodes`. Returns (session id, ended) of each deleted."""
+    if not due:
+        return ()
+    expired = []
+    for session_id in due:
+        stored = store.get(session_id)
+        if stored is not None:
+            if stored.state is not None:
+                episodes.extend(expire_episodes(stored.state, session_id))
+            store.delete(session_id)
+            expired.append((session_id, stored.ended))
+    return tuple(expired)
 
 
 def _clocks(
