@@ -128,9 +128,10 @@ class Run:
         self.produced = 0
         self.worker: Any = None
 
-    def start(self, name: str) -> None:
-        tree = Path(self.args.tree).resolve() if self.args.tree else REPO
-        self.worker = start_worker(self.env, self.workdir / f"{name}.log", None, tree=tree)
+    def start(self, name: str, tree: str | None = None) -> None:
+        tree = tree or self.args.tree
+        where = Path(tree).resolve() if tree else REPO
+        self.worker = start_worker(self.env, self.workdir / f"{name}.log", None, tree=where)
 
     async def process(self, lines: list[tuple[bytes, bytes]], deadline: float) -> float:
         """Produce `lines`; events/s from the first to the last of their verdicts."""
@@ -168,20 +169,28 @@ class Run:
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
         raise RuntimeError(f"not ready within {deadline} s: {self.worker.log()[-2000:]}")
 
-    async def restart(self, name: str, empty: bool, seed: int) -> str:
+    async def restart(
+        self,
+        name: str,
+        empty: bool,
+        seed: int,
+        tree: str | None = None,
+        sampled: Path | None = None,
+    ) -> str:
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
-        self.start(name)
+        self.start(name, tree)
         ready, restored = await self.wait_ready(3600)
+        rate = f" ({restored / ready:,.0f} records/s incl. start-up)" if restored else ""
         probe = continued(1, 1, seed, offset=self.produced)
         self.produced += 1
         await self.process(probe, deadline=600)
         first = time.monotonic() - killed
         return (
             f"ready after {ready:.1f} s, first new verdict {first:.1f} s after the kill, "
-            f"{restored:,} records restored"
+            f"{restored:,} records restored{rate}"
         )
 
 
@@ -215,22 +224,31 @@ async def main_async(args: argparse.Namespace) -> None:
             "per event, before compaction)",
             flush=True,
         )
-        hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
-        cold = continued(n, args.burst, seed, offset=args.burst)
-        run.produced = 2 * args.burst
-        hot_rate = await run.process(hot, deadline=1800)
-        cold_rate = await run.process(cold, deadline=1800)
-        print(
-            f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s; cold (spread "
-            f"over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x; {load_line()}",
-            flush=True,
-        )
+        if args.burst:  # (--burst 0: no hot/cold measurement)
+            hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
+            cold = continued(n, args.burst, seed, offset=args.burst)
+            run.produced = 2 * args.burst
+            hot_rate = await run.process(hot, deadline=1800)
+            cold_rate = await run.process(cold, deadline=1800)
+            print(
+                f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s; cold "
+                f"(spread over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x; "
+                f"{load_line()}",
+                flush=True,
+            )
         if not args.skip_recovery:
             if args.store.startswith("rocksdb"):
                 same = await run.restart("restart-same-dir", empty=False, seed=seed)
                 print(f"kill -9, restart on its data dir: {same}; {load_line()}", flush=True)
-            fresh = await run.restart("restart-empty-dir", empty=True, seed=seed)
-            print(f"kill -9, restart without local state: {fresh}; {load_line()}", flush=True)
+            for round_ in range(args.restore_rounds):
+                for tree in [args.tree, *args.restore_also]:
+                    name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}"
+                    fresh = await run.restart(name, empty=True, seed=seed, tree=tree)
+                    print(
+                        f"kill -9, restart without local state ({Path(tree or REPO).name}): "
+                        f"{fresh}; {load_line()}",
+                        flush=True,
+                    )
     finally:
         if run.worker is not None:
             run.worker.stop(signal.SIGTERM)
@@ -250,6 +268,17 @@ def main() -> None:
     parser.add_argument("--workdir", default=None)
     parser.add_argument(
         "--tree", default=None, help="run the worker of another checkout (an A/B of the code)"
+    )
+    parser.add_argument(
+        "--restore-also",
+        action="append",
+        default=[],
+        metavar="CHECKOUT",
+        help="after the restart without local state, restart so with this checkout's worker "
+        "too, from the same changelog (an A/B of the restore in one run; repeatable)",
+    )
+    parser.add_argument(
+        "--restore-rounds", type=int, default=1, help="restarts without local state, each tree"
     )
     asyncio.run(main_async(parser.parse_args()))
 
