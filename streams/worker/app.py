@@ -118,7 +118,7 @@ def create_app(
         # the topic's count as it is (an existing topic keeps its own), not the setting
         verdict_partitions=lambda: partition_count(started_producer(app), settings.verdicts_topic),
     )
-    on_changelog.target = handler.on_changelog_event
+    on_changelog.target = handler.on_changelog_records
     _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
