@@ -86,6 +86,19 @@ def continued(sessions: int, count: int, seed: int, offset: int) -> list[tuple[b
     return lines
 
 
+def _probe_event(session: str) -> tuple[bytes, bytes]:
+    event = {
+        "v": 1,
+        "session_id": session,
+        "agent_id": "scale-bench",
+        "seq": 0,
+        "ts": "2026-12-02T12:00:00+00:00",
+        "type": "user_message",
+        "text": "are you back?",
+    }
+    return session.encode(), json.dumps(event).encode()
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -157,36 +170,45 @@ class Run:
         stamps = sorted(record.timestamp / 1000 for _, record in got)
         return len(lines) / max(1e-6, stamps[-1] - stamps[0])
 
-    async def wait_ready(self, deadline: float) -> tuple[float, int]:
-        """Seconds until /ready, and the most records a recovery said it had to restore."""
-        start, most = time.monotonic(), 0
+    async def wait_ready(self, deadline: float) -> tuple[float, int, float]:
+        """Seconds until /ready, the most records a recovery said it had to restore, and
+        the seconds from the first answer that showed a recovery under way to /ready (the
+        restore without the process's start-up; 0.0 if none was seen)."""
+        start, most, recovering = time.monotonic(), 0, None
         while time.monotonic() - start < deadline:
             status, document = await asyncio.to_thread(self.worker.get, "/ready")
             document = document or {}  # None: not serving yet
-            most = max(most, (document.get("recovery") or {}).get("to_restore", 0))
+            progress = document.get("recovery") or {}
+            if progress and recovering is None:
+                recovering = time.monotonic()
+            most = max(most, progress.get("to_restore", 0))
             if status == 200 and document.get("ready"):
-                return time.monotonic() - start, most
+                now = time.monotonic()
+                return now - start, most, 0.0 if recovering is None else now - recovering
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
-        raise RuntimeError(f"not ready within {deadline} s: {self.worker.log()[-2000:]}")
+        raise RuntimeError(f"not ready within {deadline} s: {self.log_tail()}")
 
-    async def restart(
-        self,
-        name: str,
-        empty: bool,
-        seed: int,
-        tree: str | None = None,
-        sampled: Path | None = None,
-    ) -> str:
+    def log_tail(self) -> str:
+        return self.worker.log_path.read_text(errors="replace")[-3000:]
+
+    async def restart(self, name: str, empty: bool, seed: int, tree: str | None = None) -> str:
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
         self.start(name, tree)
-        ready, restored = await self.wait_ready(3600)
-        rate = f" ({restored / ready:,.0f} records/s incl. start-up)" if restored else ""
-        probe = continued(1, 1, seed, offset=self.produced)
+        ready, restored, restoring = await self.wait_ready(3600)
+        rate = ""
+        if restored and restoring:
+            rate = f" ({restored / restoring:,.0f} records/s over the {restoring:.1f} s restore)"
+        # a session of its own: the sessions loaded stay as the loading worker wrote
+        # them, for the next restart (another checkout may write another record format)
+        probe = [_probe_event(f"probe-{self.produced}")]
         self.produced += 1
-        await self.process(probe, deadline=600)
+        try:
+            await self.process(probe, deadline=120)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; the worker's log: {self.log_tail()}") from exc
         first = time.monotonic() - killed
         return (
             f"ready after {ready:.1f} s, first new verdict {first:.1f} s after the kill, "

@@ -13,7 +13,7 @@ from faust.types import TP
 from faust.types.tuples import Message
 
 from loopwatch.streams.kafka.faust_ext.batch_recovery import MAX_BATCH, BatchRecovery
-from loopwatch.streams.kafka.faust_ext.session_table import ChangelogHook
+from loopwatch.streams.kafka.faust_ext.session_table import ChangelogHook, RawChangelogTopic
 from loopwatch.streams.worker.app import TABLE_NAME, create_app
 from tests.stream.settings_for_tests import stream_settings
 
@@ -114,3 +114,17 @@ async def test_a_standby_partition_is_applied_and_signals_ready() -> None:
     assert app.tables.standbys_ready
     recovery.flush_buffers()
     assert table.data.data == {b"a": b"4", b"b": b"2", b"c": b"3"}
+
+
+async def test_the_changelog_hands_its_records_over_as_they_are() -> None:
+    app = create_app(stream_settings())
+    table = app.tables[TABLE_NAME]
+    channel = table.changelog_topic.clone_using_queue(app.tables.changelog_queue)
+    assert isinstance(channel, RawChangelogTopic)  # what the table manager reads from
+    app.flow_control.resume()  # (as a started worker has it)
+    tp = TP(table.changelog_topic.get_topic_name(), 0)
+    for value in (b"\x02\x01not json", None):
+        message = Message(tp.topic, 0, 3, 0.0, 0, [], b"s1", value, None, tp=tp)
+        await asyncio.wait_for(channel.deliver(message), timeout=60)  # (room in the queue)
+        event = app.tables.changelog_queue.get_nowait()
+        assert (event.key, event.value, event.message) == (b"s1", value, message)

@@ -100,6 +100,13 @@ class SessionTable(faust.Table[bytes, bytes]):
                     return  # revoked meanwhile
         await self.on_changelog_events(events)
 
+    def _new_changelog_topic(self, **kwargs: Any) -> Any:
+        topic: Any = super()._new_changelog_topic(**kwargs)
+        conf = self.app.conf
+        if (conf.key_serializer, conf.value_serializer) != ("raw", "raw"):
+            return topic  # (values that faust's schema decodes)
+        return RawChangelogTopic(**{**topic._clone_args(), "root": None})
+
     def writing_in(self, partition: int) -> _WritingIn:
         """Table reads and writes in this block go to `partition` (its changelog partition
         and, with RocksDB, its store), as if an event of that partition were current.
@@ -145,6 +152,20 @@ class SessionTable(faust.Table[bytes, bytes]):
         if partition is None:
             raise RuntimeError("the sessions table is written outside of its agent")
         return int(partition)
+
+
+class RawChangelogTopic(faust.Topic):
+    """The table's changelog topic, whose records recovery reads as they are: the table
+    holds raw bytes (the app's serializers are "raw"), so faust's schema decode per
+    record (two codec look-ups that return the bytes they are given) is left out."""
+
+    def _compile_decode(self) -> None:
+        create_event = self.app.create_event
+
+        async def decode(message: Message, *, propagate: bool = False) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        self.decode = decode  # type: ignore[method-assign]
 
 
 class _WritingIn:
