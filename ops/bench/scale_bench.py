@@ -99,6 +99,19 @@ def continued(sessions: int, count: int, seed: int, offset: int) -> list[tuple[b
     return lines
 
 
+def _probe_event(session: str) -> tuple[bytes, bytes]:
+    event = {
+        "v": 1,
+        "session_id": session,
+        "agent_id": "scale-bench",
+        "seq": 0,
+        "ts": "2026-12-02T12:00:00+00:00",
+        "type": "user_message",
+        "text": "are you back?",
+    }
+    return session.encode(), json.dumps(event).encode()
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -181,9 +194,10 @@ class Run:
                     return float(line.split()[1])
         raise RuntimeError(f"no {name} on /metrics")
 
-    def start(self, name: str) -> None:
-        tree = Path(self.args.tree).resolve() if self.args.tree else REPO
-        self.worker = start_worker(self.env, self.workdir / f"{name}.log", None, tree=tree)
+    def start(self, name: str, tree: str | None = None) -> None:
+        tree = tree or self.args.tree
+        where = Path(tree).resolve() if tree else REPO
+        self.worker = start_worker(self.env, self.workdir / f"{name}.log", None, tree=where)
 
     async def process(self, lines: list[tuple[bytes, bytes]], deadline: float) -> float:
         """Produce `lines`; events/s from the first to the last of their verdicts."""
@@ -209,32 +223,49 @@ class Run:
         stamps = sorted(record.timestamp / 1000 for _, record in got)
         return len(lines) / max(1e-6, stamps[-1] - stamps[0])
 
-    async def wait_ready(self, deadline: float) -> tuple[float, int]:
-        """Seconds until /ready, and the most records a recovery said it had to restore."""
-        start, most = time.monotonic(), 0
+    async def wait_ready(self, deadline: float) -> tuple[float, int, float]:
+        """Seconds until /ready, the most records a recovery said it had to restore, and
+        the seconds from the first answer that showed a recovery under way to /ready (the
+        restore without the process's start-up; 0.0 if none was seen)."""
+        start, most, recovering = time.monotonic(), 0, None
         while time.monotonic() - start < deadline:
             status, document = await asyncio.to_thread(self.worker.get, "/ready")
             document = document or {}  # None: not serving yet
-            most = max(most, (document.get("recovery") or {}).get("to_restore", 0))
+            progress = document.get("recovery") or {}
+            if progress and recovering is None:
+                recovering = time.monotonic()
+            most = max(most, progress.get("to_restore", 0))
             if status == 200 and document.get("ready"):
-                return time.monotonic() - start, most
+                now = time.monotonic()
+                return now - start, most, 0.0 if recovering is None else now - recovering
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
-        raise RuntimeError(f"not ready within {deadline} s: {self.worker.log()[-2000:]}")
+        raise RuntimeError(f"not ready within {deadline} s: {self.log_tail()}")
 
-    async def restart(self, name: str, empty: bool, seed: int) -> str:
+    def log_tail(self) -> str:
+        return self.worker.log_path.read_text(errors="replace")[-3000:]
+
+    async def restart(self, name: str, empty: bool, seed: int, tree: str | None = None) -> str:
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
-        self.start(name)
-        ready, restored = await self.wait_ready(3600)
-        probe = continued(1, 1, seed, offset=self.produced)
+        self.start(name, tree)
+        ready, restored, restoring = await self.wait_ready(3600)
+        rate = ""
+        if restored and restoring:
+            rate = f" ({restored / restoring:,.0f} records/s over the {restoring:.1f} s restore)"
+        # a session of its own: the sessions loaded stay as the loading worker wrote
+        # them, for the next restart (another checkout may write another record format)
+        probe = [_probe_event(f"probe-{self.produced}")]
         self.produced += 1
-        await self.process(probe, deadline=600)
+        try:
+            await self.process(probe, deadline=120)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; the worker's log: {self.log_tail()}") from exc
         first = time.monotonic() - killed
         return (
             f"ready after {ready:.1f} s, first new verdict {first:.1f} s after the kill, "
-            f"{restored:,} records restored"
+            f"{restored:,} records restored{rate}"
         )
 
 
@@ -379,22 +410,31 @@ async def main_async(args: argparse.Namespace) -> None:
             "per event, before compaction)",
             flush=True,
         )
-        hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
-        cold = continued(n, args.burst, seed, offset=args.burst)
-        run.produced = 2 * args.burst
-        hot_rate = await run.process(hot, deadline=1800)
-        cold_rate = await run.process(cold, deadline=1800)
-        print(
-            f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s; cold (spread "
-            f"over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x; {load_line()}",
-            flush=True,
-        )
+        if args.burst:  # (--burst 0: no hot/cold measurement)
+            hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
+            cold = continued(n, args.burst, seed, offset=args.burst)
+            run.produced = 2 * args.burst
+            hot_rate = await run.process(hot, deadline=1800)
+            cold_rate = await run.process(cold, deadline=1800)
+            print(
+                f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s; cold "
+                f"(spread over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x; "
+                f"{load_line()}",
+                flush=True,
+            )
         if not args.skip_recovery:
             if args.store.startswith("rocksdb"):
                 same = await run.restart("restart-same-dir", empty=False, seed=seed)
                 print(f"kill -9, restart on its data dir: {same}; {load_line()}", flush=True)
-            fresh = await run.restart("restart-empty-dir", empty=True, seed=seed)
-            print(f"kill -9, restart without local state: {fresh}; {load_line()}", flush=True)
+            for round_ in range(args.restore_rounds):
+                for tree in [args.tree, *args.restore_also]:
+                    name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}"
+                    fresh = await run.restart(name, empty=True, seed=seed, tree=tree)
+                    print(
+                        f"kill -9, restart without local state ({Path(tree or REPO).name}): "
+                        f"{fresh}; {load_line()}",
+                        flush=True,
+                    )
     finally:
         if run.worker is not None:
             run.worker.stop(signal.SIGTERM)
@@ -421,6 +461,17 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the workdir (logs, data)")
     parser.add_argument(
         "--tree", default=None, help="run the worker of another checkout (an A/B of the code)"
+    )
+    parser.add_argument(
+        "--restore-also",
+        action="append",
+        default=[],
+        metavar="CHECKOUT",
+        help="after the restart without local state, restart so with this checkout's worker "
+        "too, from the same changelog (an A/B of the restore in one run; repeatable)",
+    )
+    parser.add_argument(
+        "--restore-rounds", type=int, default=1, help="restarts without local state, each tree"
     )
     asyncio.run(main_async(parser.parse_args()))
 

@@ -50,7 +50,7 @@ def create_bridge_app(settings: OtelSettings, outputs: Outputs | None = None) ->
         outputs = _batched_outputs(app, base.output_linger_ms / 1000, table)
     table.outputs = outputs
     bridge = OtelBridge(table=table, outputs=outputs, settings=settings)
-    on_changelog.target = bridge.on_changelog_event
+    on_changelog.target = bridge.on_changelog_records
     # records stored before each offset commit
     guard_commits(app, outputs.flush, fetch_wait_ms=base.fetch_wait_ms)
 

@@ -198,9 +198,10 @@ class OtelBridge:
 
     # -- recovery and rebalancing ----------------------------------------------------------
 
-    async def on_changelog_event(self, event: Any) -> None:
-        """Recovery reads each changelog record: rebuild the deadlines from them."""
-        index_changelog_record(self._deadlines, event.message, BridgeSession.decode, self._index)
+    def on_changelog_records(self, messages: list[Any]) -> None:
+        """Recovery reads changelog records: rebuild the deadlines from them."""
+        for message in messages:
+            index_changelog_record(self._deadlines, message, BridgeSession.decode, self._index)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:

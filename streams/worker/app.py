@@ -120,7 +120,7 @@ def create_app(
         writing_in=table.writing_in,
     )
     app.task(handler.sweep_carried_over)
-    on_changelog.target = handler.on_changelog_event
+    on_changelog.target = handler.on_changelog_records
     _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)

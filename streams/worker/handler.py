@@ -36,7 +36,7 @@ from loopwatch.streams.worker.pipeline import (
     process_record,
     sweep,
 )
-from loopwatch.streams.worker.record import SessionRecord
+from loopwatch.streams.worker.record import RecordTimes, record_times
 from loopwatch.streams.worker.table_store import TableSessionStore
 
 log = logging.getLogger(__name__)
@@ -258,11 +258,14 @@ class RecordHandler:
         self._metrics.dead_letters.labels(letter.kind).inc()
         await send_dead_letter(self._outputs, self._dead_letters_topic, message, letter)
 
-    async def on_changelog_event(self, event: Any) -> None:
-        """Recovery reads each changelog record: rebuild the expiry index from them."""
-        index_changelog_record(self._expiry, event.message, SessionRecord.decode, self._recovered)
+    def on_changelog_records(self, messages: list[Any]) -> None:
+        """Recovery reads changelog records: rebuild the expiry index from them (reading
+        only the times of each record, not its state)."""
+        expiry, recovered = self._expiry, self._recovered
+        for message in messages:
+            index_changelog_record(expiry, message, record_times, recovered)
 
-    def _recovered(self, partition: int, session_id: str, record: SessionRecord) -> None:
+    def _recovered(self, partition: int, session_id: str, record: RecordTimes) -> None:
         self._expiry.touch_at(
             partition, session_id, record.seen_at, ended=record.ended, wall=record.seen_wall
         )

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from loopwatch.streams.worker.record import SessionRecord
 from tests.integration.worker_harness import (
     WorkerEnv,
     WorkerProcess,
@@ -128,7 +129,7 @@ async def test_session_end_and_idle_expiry_write_tombstones(
     assert newest.get(b"idles") is None
     busy_value = newest[b"busy"]
     assert busy_value is not None
-    assert json.loads(busy_value)["last_seq"] == later.seq
+    assert SessionRecord.decode(busy_value).last_seq == later.seq
 
 
 async def _changelog_to_end(env: WorkerEnv) -> list[Any]:

@@ -16,6 +16,8 @@ from typing import Any
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
 
+from loopwatch.streams.kafka.faust_ext.batch_recovery import BatchRecovery
+
 
 @dataclass(frozen=True)
 class RecoveryProgress:
@@ -35,8 +37,9 @@ class RecoveryProgress:
         return 1.0 if self.to_restore <= 0 else self.restored / self.to_restore
 
 
-class ProgressRecovery(Recovery):
-    """faust's recovery service, noting what it has to restore when it starts."""
+class ProgressRecovery(BatchRecovery):
+    """faust's recovery service (per batch of records: `BatchRecovery`), noting what it
+    has to restore when it starts."""
 
     to_restore: int = 0
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import faust
@@ -74,17 +74,38 @@ class SessionTable(faust.Table[bytes, bytes]):
                 self._stored_unannounced.discard(tp.partition)
                 await self._announce_stored(tp)
 
+    async def on_changelog_events(self, events: list[Any]) -> None:
+        """Changelog records read by recovery, several at once (`BatchRecovery`): to the
+        hook's batch call if it has one, else one by one as faust does."""
+        hook = self._on_changelog_event
+        if isinstance(hook, ChangelogHook):
+            hook.records([event.message for event in events])
+            return
+        for event in events:
+            await self.on_changelog_event(event)
+
     async def _announce_stored(self, tp: TP) -> None:
-        """Every record the store holds for `tp`, through `on_changelog_event`."""
+        """Every record the store holds for `tp`, through `on_changelog_events`."""
         store: Any = self.data  # faust.stores.rocksdb.Store (pinned faust: private API)
         db = store._db_for_partition(tp.partition)
-        for count, (key, value) in enumerate(store._visible_items(db), start=1):
+        events: list[Any] = []
+        for key, value in store._visible_items(db):
             message = Message(tp.topic, tp.partition, -1, 0.0, 0, [], key, value, None, tp=tp)
-            await self.on_changelog_event(self.app.create_event(key, value, [], message))
-            if count % STORED_RECORDS_PER_YIELD == 0:
+            events.append(self.app.create_event(key, value, [], message))
+            if len(events) == STORED_RECORDS_PER_YIELD:
+                await self.on_changelog_events(events)
+                events = []
                 await asyncio.sleep(0)  # a large store: let heartbeats through
                 if tp not in self.app.assignor.assigned_actives():
                     return  # revoked meanwhile
+        await self.on_changelog_events(events)
+
+    def _new_changelog_topic(self, **kwargs: Any) -> Any:
+        topic: Any = super()._new_changelog_topic(**kwargs)
+        conf = self.app.conf
+        if (conf.key_serializer, conf.value_serializer) != ("raw", "raw"):
+            return topic  # (values that faust's schema decodes)
+        return RawChangelogTopic(**{**topic._clone_args(), "root": None})
 
     def writing_in(self, partition: int) -> _WritingIn:
         """Table reads and writes in this block go to `partition` (its changelog partition
@@ -133,6 +154,20 @@ class SessionTable(faust.Table[bytes, bytes]):
         return int(partition)
 
 
+class RawChangelogTopic(faust.Topic):
+    """The table's changelog topic, whose records recovery reads as they are: the table
+    holds raw bytes (the app's serializers are "raw"), so faust's schema decode per
+    record (two codec look-ups that return the bytes they are given) is left out."""
+
+    def _compile_decode(self) -> None:
+        create_event = self.app.create_event
+
+        async def decode(message: Message, *, propagate: bool = False) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        self.decode = decode  # type: ignore[method-assign]
+
+
 class _WritingIn:
     """`SessionTable.writing_in`'s context: faust's current event set to a stand-in."""
 
@@ -160,15 +195,19 @@ class _StandInEvent:
 
 class ChangelogHook:
     """The table's `on_changelog_event`, given to faust before its target exists (the
-    table is built before the handler that indexes its records, which needs the table)."""
+    table is built before the handler that indexes its records, which needs the table).
+    `target` takes the messages of changelog records, several at once."""
 
     def __init__(self) -> None:
-        self.target: Callable[[Any], Awaitable[None]] | None = None
+        self.target: Callable[[list[Any]], None] | None = None
 
     async def __call__(self, event: Any) -> None:
+        self.records([event.message])
+
+    def records(self, messages: list[Any]) -> None:
         if self.target is None:
             raise RuntimeError("a changelog record arrived before its handler was set")
-        await self.target(event)
+        self.target(messages)
 
 
 ROCKSDB_WRITE_BUFFER_BYTES = 4 * 1024 * 1024
