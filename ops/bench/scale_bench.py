@@ -18,7 +18,8 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
 * recovery after `kill -9`: seconds until the restarted worker is ready and until the
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
-  changelog), with the records it restored (its `/ready`);
+  changelog), with the records it restored by offset (its `/ready`) and those it read
+  (`loopwatch_recovery_records_read_total`: the restore's rate);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -251,8 +252,17 @@ class Run:
         killed = time.monotonic()
         self.start(name, tree)
         ready, restored, restoring = await self.wait_ready(3600)
+        try:  # the records read; offsets overstate them once compaction ran
+            read: float | None = self.metric("loopwatch_recovery_records_read_total")
+        except RuntimeError:  # a checkout (--tree) from before the counter
+            read = None
         rate = ""
-        if restored and restoring:
+        if read is not None and restoring:
+            rate = (
+                f" by offset, {read:,.0f} read ({read / restoring:,.0f} records/s"
+                f" over the {restoring:.1f} s restore)"
+            )
+        elif restored and restoring:
             rate = f" ({restored / restoring:,.0f} records/s over the {restoring:.1f} s restore)"
         # a session of its own: the sessions loaded stay as the loading worker wrote
         # them, for the next restart (another checkout may write another record format)

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loopwatch.streams.kafka.faust_ext.recovery_progress import recovery_progress
+from loopwatch.streams.kafka.faust_ext.recovery_progress import records_read, recovery_progress
 from loopwatch.streams.worker.broker_outage import BrokerOutage
 
 
@@ -105,6 +105,7 @@ class Readiness:
                 "restored": progress.restored,
                 "to_restore": progress.to_restore,
                 "remaining": progress.remaining,
+                "read": progress.read,
             }
         if reasons:
             document["reasons"] = reasons
@@ -145,6 +146,12 @@ class _Recovery(Collector):
             "loopwatch_recovery_records_to_restore",
             "Changelog records the recovery under way started with (0: no recovery).",
             value=0 if progress is None else progress.to_restore,
+        )
+        yield CounterMetricFamily(
+            "loopwatch_recovery_records_read",
+            "Changelog records this worker's table recoveries have read since it started "
+            "(its rate is the restore's; offsets overstate it after compaction).",
+            value=records_read(self.app),
         )
 
 

@@ -128,3 +128,19 @@ async def test_the_changelog_hands_its_records_over_as_they_are() -> None:
         await asyncio.wait_for(channel.deliver(message), timeout=60)  # (room in the queue)
         event = app.tables.changelog_queue.get_nowait()
         assert (event.key, event.value, event.message) == (b"s1", value, message)
+
+
+async def test_the_records_read_are_counted_not_the_offsets_a_compaction_left_out() -> None:
+    app = create_app(stream_settings())
+    table = app.tables[TABLE_NAME]
+    tp = TP(table.changelog_topic.get_topic_name(), 0)
+    # a compacted changelog: every third offset left, read again from the start
+    events = [changelog_event(app, tp, n, b"s%d" % n, b"v") for n in range(0, 3 * 1000, 3)]
+    events.insert(10, changelog_event(app, tp, 3, b"s3", b"again"))  # read before: no count
+    active(app, tp, highwater=events[-1].message.offset)
+    recovery = app.tables.recovery
+    before = recovery.records_read
+
+    await recover(app, events)
+
+    assert recovery.records_read - before == 1000

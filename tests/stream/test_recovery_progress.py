@@ -39,13 +39,20 @@ async def test_ready_and_the_metrics_count_the_records_restored() -> None:
     recovery._set_recovery_started()
     recovery.active_offsets[ZERO] = 1099  # partition 0 done
     recovery.active_offsets[ONE] = 999  # partition 1 one third of the way
+    recovery.records_read += 1500  # (compaction had removed 500 records between them)
 
     progress = recovery_progress(app)
     assert progress is not None
     assert (progress.to_restore, progress.remaining, progress.restored) == (4001, 2001, 2000)
+    assert progress.read == 1500
     ready, document = readiness.check()
     assert not ready
-    assert document["recovery"] == {"restored": 2000, "to_restore": 4001, "remaining": 2001}
+    assert document["recovery"] == {
+        "restored": 2000,
+        "to_restore": 4001,
+        "remaining": 2001,
+        "read": 1500,
+    }
     assert (
         "recovering the sessions table from its changelog (2000 of 4001 records, 50%)"
         in document["reasons"]
@@ -53,8 +60,17 @@ async def test_ready_and_the_metrics_count_the_records_restored() -> None:
     page = metrics(app)
     assert "loopwatch_recovery_records_remaining 2001.0" in page
     assert "loopwatch_recovery_records_to_restore 4001.0" in page
+    assert "loopwatch_recovery_records_read_total 1500.0" in page
 
     recovery._set_recovery_ended()
     _, document = readiness.check()
     assert "recovery" not in document
     assert "loopwatch_recovery_records_to_restore 0.0" in metrics(app)
+    assert "loopwatch_recovery_records_read_total 1500.0" in metrics(app)  # (a counter)
+
+    # a second recovery counts its own records in /ready
+    recovery.active_offsets[ONE] = 999
+    recovery._set_recovery_started()
+    recovery.records_read += 7
+    progress = recovery_progress(app)
+    assert progress is not None and progress.read == 7

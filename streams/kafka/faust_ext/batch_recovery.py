@@ -44,6 +44,10 @@ QUIET_SECONDS = 5.0
 class BatchRecovery(Recovery):
     """faust's recovery service with `_slurp_changelogs` per batch (see the module)."""
 
+    records_read: int = 0
+    """Records of active partitions read (and applied) since the process started: offsets
+    overstate them once compaction has removed records, so a restore's rate is this."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # faust trims its samples one by one; a bounded deque does it
@@ -118,6 +122,7 @@ class BatchRecovery(Recovery):
             await _on_changelog_events(table)(events)
             self._buffer(table, events, now)
         if actives:
+            self.records_read += actives
             self._sample(actives)
 
     def _buffer(self, table: Any, events: list[Any], now: float) -> None:

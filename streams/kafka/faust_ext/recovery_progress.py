@@ -5,7 +5,7 @@ partition's high-water mark, but keeps no total: `/ready` and the metrics said o
 "recovering" for as long as a big table took to rebuild (minutes). `ProgressRecovery`
 notes how many records were left when a recovery started; `RecoveryProgress` reads it
 with what is left now. Offsets count compacted-away records too, so the figures are an
-upper bound on records read, and exact at the end.
+upper bound on records read, and exact at the end; `read` counts the records themselves.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class RecoveryProgress:
     """Changelog records left when the recovery started (all partitions it restores)."""
     remaining: int
     """Records left now."""
+    read: int = 0
+    """Records read since the recovery started (fewer than `restored` where compaction
+    removed records between the offsets)."""
 
     @property
     def restored(self) -> int:
@@ -42,11 +45,14 @@ class ProgressRecovery(BatchRecovery):
     has to restore when it starts."""
 
     to_restore: int = 0
+    read_before: int = 0
+    """`records_read` when the recovery under way started."""
 
     def _set_recovery_started(self) -> None:
         super()._set_recovery_started()
         # the offsets to seek to and the high-water marks are built by now
         self.to_restore = int(self.active_remaining_total())
+        self.read_before = self.records_read
 
 
 class ProgressTableManager(TableManager):
@@ -65,4 +71,11 @@ def recovery_progress(app: Any) -> RecoveryProgress | None:
         return None
     recovery = app.tables.recovery
     remaining = int(recovery.active_remaining_total())
-    return RecoveryProgress(getattr(recovery, "to_restore", remaining), remaining)
+    read = getattr(recovery, "records_read", 0) - getattr(recovery, "read_before", 0)
+    return RecoveryProgress(getattr(recovery, "to_restore", remaining), remaining, read)
+
+
+def records_read(app: Any) -> int:
+    """Changelog records of active partitions that `app`'s recoveries have read since the
+    process started."""
+    return int(getattr(app.tables.recovery, "records_read", 0))
