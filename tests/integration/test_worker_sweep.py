@@ -68,7 +68,14 @@ async def test_a_mass_expiry_goes_in_steps_behind_other_events(
         trigger, probe = SessionBuilder("trigger").user(), SessionBuilder("probe").user()
         await _produce_together(kafka_bootstrap, env.events, event_records([trigger, probe]))
         # no record after these: the worker must finish the sweep on its own
-        changelog = await _changelog_until_tombstones(env, DUE, deadline=120)
+        changelog = await _changelog_until_tombstones(env, DUE, "read_uncommitted", 120)
+        if guarantee == "exactly_once":
+            # faust commits a transaction with an offset commit, and that only when offsets
+            # moved: the steps after the last record stay in the open transaction until
+            # another event (docs/worker.md, exactly_once). One more event commits them.
+            nudge = SessionBuilder("nudge").user()
+            await produce(kafka_bootstrap, env.events, event_records([nudge]))
+            changelog = await _changelog_until_tombstones(env, DUE, "read_committed", 120)
     finally:
         assert worker.stop() == 0, worker.log_excerpt()
 
@@ -97,13 +104,16 @@ async def _produce_together(bootstrap: str, topic: str, records: Any) -> None:
         await producer.stop()
 
 
-async def _changelog_until_tombstones(env: WorkerEnv, count: int, deadline: float) -> list[Any]:
-    """The changelog from its start until it holds `count` tombstones."""
+async def _changelog_until_tombstones(
+    env: WorkerEnv, count: int, isolation_level: str, deadline: float
+) -> list[Any]:
+    """The changelog from its start until it holds `count` tombstones (read_committed:
+    what exactly_once's transactions committed; read_uncommitted: what was written)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=env.bootstrap,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        isolation_level="read_committed",  # exactly_once: what its transactions committed
+        isolation_level=isolation_level,
     )
     await consumer.start()
     try:
