@@ -2,7 +2,8 @@
 
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/scale_bench.py \
         [--sessions 10000] [--events-per-session 20] [--store rocksdb://|memory://] \
-        [--partitions 4] [--burst 20000] [--skip-recovery] [--tree CHECKOUT]
+        [--partitions 4] [--burst 20000] [--skip-recovery] [--tree CHECKOUT] \
+        [--rocksdb-cache-mb MB]
     ... scale_bench.py --expire --sessions 100000 --events-per-session 2 [--ttl SECONDS]
 
 On a real broker, with topics and an app id of its own, one worker (static membership,
@@ -176,6 +177,8 @@ class Run:
         )
         if args.expire:
             self.env["LOOPWATCH_SESSION_TTL_SECONDS"] = str(self.ttl)
+        if args.rocksdb_cache_mb is not None:
+            self.env["LOOPWATCH_ROCKSDB_CACHE_MB"] = str(args.rocksdb_cache_mb)
         self.settings = Settings.from_env(self.env)
         self.produced = 0
         self.worker: Any = None
@@ -467,6 +470,13 @@ def main() -> None:
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--expire", action="store_true", help="measure a mass expiry instead")
     parser.add_argument("--ttl", type=float, default=None, help="--expire: the idle TTL (s)")
+    parser.add_argument(
+        "--rocksdb-cache-mb",
+        type=int,
+        default=None,
+        help="the worker's LOOPWATCH_ROCKSDB_CACHE_MB (a small cache is full at a small N, "
+        "so two N then give the per-session cost without the cache's growth in it)",
+    )
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the workdir (logs, data)")
     parser.add_argument(

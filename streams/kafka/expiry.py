@@ -66,8 +66,12 @@ def idle_past(last_ts: datetime, ts: datetime, idle_ttl: timedelta) -> bool:
     return ts - last_ts > idle_ttl
 
 
-Deadline = tuple[float, float]
-"""(on the log clock, on the worker's clock): a session goes once both have passed."""
+Deadline = tuple[float, float, str]
+"""(on the log clock, on the worker's clock, the session): a session goes once both have
+passed. One tuple per touch, held by the partition's dict and its heap alike (a stale
+heap entry is one the dict no longer holds: `is`, not `==`), with the session id the
+dict already keys by: an open session costs one dict slot, one tuple and two floats,
+and a touch left stale in the heap one tuple and two floats (docs/performance.md §4)."""
 
 _NEVER = float("inf")
 
@@ -75,12 +79,12 @@ _NEVER = float("inf")
 @dataclass
 class _PartitionIndex:
     deadlines: dict[str, Deadline] = field(default_factory=dict)
-    heap: list[tuple[float, float, str]] = field(default_factory=list)
-    """(log deadline, wall deadline, session) with stale entries skipped lazily; rebuilt
-    when it grows."""
-    waiting: list[tuple[float, float, str]] = field(default_factory=list)
-    """(wall deadline, log deadline, session) of sessions past their log deadline whose
-    wall deadline has not passed yet."""
+    heap: list[Deadline] = field(default_factory=list)
+    """The `deadlines` entries by log deadline, with stale entries skipped lazily;
+    rebuilt when it grows."""
+    waiting: list[tuple[float, Deadline]] = field(default_factory=list)
+    """(wall deadline, entry) of sessions past their log deadline whose wall deadline has
+    not passed yet (ordered as (wall, log, session) would be)."""
     clock: float = float("-inf")
     wall: float = float("-inf")
     """The worker's clock at the partition's latest sweep (what `due_again` goes on with)."""
@@ -153,11 +157,14 @@ class ExpiryIndex:
         deadline = last + span
         wall_deadline = -_NEVER if wall is None else wall + span
         deadlines = index.deadlines
-        deadlines[session_id] = (deadline, wall_deadline)
+        previous = deadlines.get(session_id)
+        if previous is not None:  # the id object the dict keeps, not the event's copy
+            session_id = previous[2]
+        entry = deadlines[session_id] = (deadline, wall_deadline, session_id)
         index.peak = max(index.peak, len(deadlines))
-        heapq.heappush(index.heap, (deadline, wall_deadline, session_id))
-        if len(index.heap) > 2 * len(index.deadlines) + 1024:
-            index.heap = [(d, w, s) for s, (d, w) in index.deadlines.items()]
+        heapq.heappush(index.heap, entry)
+        if len(index.heap) > 2 * len(deadlines) + 1024:
+            index.heap = list(deadlines.values())
             heapq.heapify(index.heap)
             index.waiting = []  # (what it held is back in the heap)
 
@@ -218,15 +225,16 @@ class ExpiryIndex:
         most = _NEVER if limit is None else limit
         while heap and heap[0][0] < clock and work > 0:
             work -= 1
-            deadline, wall_deadline, session_id = heapq.heappop(heap)
-            if deadlines.get(session_id) == (deadline, wall_deadline):
-                heapq.heappush(waiting, (wall_deadline, deadline, session_id))
+            entry = heapq.heappop(heap)
+            if deadlines.get(entry[2]) is entry:
+                heapq.heappush(waiting, (entry[1], entry))
         expired: list[str] = []
         work = _NEVER if limit is None else _WORK_PER_DUE * limit
         while waiting and waiting[0][0] < wall and len(expired) < most and work > 0:
             work -= 1
-            wall_deadline, deadline, session_id = heapq.heappop(waiting)
-            if deadlines.get(session_id) == (deadline, wall_deadline):
+            entry = heapq.heappop(waiting)[1]
+            session_id = entry[2]
+            if deadlines.get(session_id) is entry:
                 del deadlines[session_id]
                 expired.append(session_id)
         if (heap and heap[0][0] < clock) or (waiting and waiting[0][0] < wall):
