@@ -138,6 +138,11 @@ class Settings(BaseModel):
     """While events keep coming, how long the broker may hold a fetch for a few more
     (streams.kafka.faust_ext.fetch_wait): less CPU per event (worker and broker) for a few ms
     more wait per model call; 0 (the default): every fetch returns with the first record."""
+    batch_hand_off: bool = False
+    """Hand the events topic's records to the worker a fetched batch per partition at a
+    time (streams.kafka.faust_ext.batch_hand_off) instead of one record at a time through
+    faust's fetch loop: the same processing per record, faust's per-record bookkeeping
+    once per batch (docs/performance.md, "Batches per partition")."""
     commit_interval_ms: StrictInt = Field(500, ge=100, le=60_000)
     """How often processed offsets are committed (faust's default is 2.8 s). Each commit
     writes the sessions changed since the last one and waits for every record to be
@@ -333,6 +338,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     ),
     "output_linger_ms": ("LOOPWATCH_OUTPUT_LINGER_MS", milliseconds(0, MAX_LINGER_MS)),
     "fetch_wait_ms": ("LOOPWATCH_FETCH_WAIT_MS", milliseconds(0, MAX_FETCH_WAIT_MS)),
+    "batch_hand_off": ("LOOPWATCH_BATCH_HAND_OFF", boolean),
     "commit_interval_ms": ("LOOPWATCH_COMMIT_INTERVAL_MS", milliseconds(100, 60_000)),
     "worker_id": ("LOOPWATCH_WORKER_ID", topic_name),  # Kafka allows the same characters
     "session_timeout_ms": (

@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaError
 from loopwatch.streams.settings import Settings
 from tests.support.kafka_broker import (
     BrokerUnavailable,
+    batch_hand_off_env,
     check_reachable,
     no_broker,
     release_local_broker,
@@ -90,6 +91,7 @@ def kafka_settings(kafka_bootstrap: str, unique_name: UniqueNames) -> Settings:
             "LOOPWATCH_CONFIG_TOPIC": unique_name("config"),
             "LOOPWATCH_PARTITIONS": "3",
             "LOOPWATCH_VERDICT_PARTITIONS": "2",
+            **batch_hand_off_env(),
         }
     )
 

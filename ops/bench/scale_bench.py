@@ -198,10 +198,13 @@ class Run:
                     return float(line.split()[1])
         raise RuntimeError(f"no {name} on /metrics")
 
-    def start(self, name: str, tree: str | None = None) -> None:
+    def start(
+        self, name: str, tree: str | None = None, extra: dict[str, str] | None = None
+    ) -> None:
         tree = tree or self.args.tree
         where = Path(tree).resolve() if tree else REPO
-        self.worker = start_worker(self.env, self.workdir / f"{name}.log", None, tree=where)
+        env = {**self.env, **(extra or {})}
+        self.worker = start_worker(env, self.workdir / f"{name}.log", None, tree=where)
 
     async def process(self, lines: list[tuple[bytes, bytes]], deadline: float) -> float:
         """Produce `lines`; events/s from the first to the last of their verdicts."""
@@ -387,6 +390,55 @@ async def mass_expiry(run: Run, n: int, seed: int, idle_rss: int) -> None:
     )
 
 
+def variants(specs: list[str]) -> list[tuple[str, str, dict[str, str]]]:
+    """`--variant LABEL=TREE[:VAR=VALUE,...]`: a checkout and settings of its own each."""
+    out = []
+    for spec in specs:
+        label, _, rest = spec.partition("=")
+        tree, _, settings = rest.partition(":")
+        extra = dict(item.split("=", 1) for item in settings.split(",") if item)
+        out.append((label, str(Path(tree or ".").resolve()), extra))
+    return out
+
+
+async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
+    """Hot and cold bursts from each `--variant`'s worker in turn (`--rounds` times),
+    over the same open sessions: each variant's worker is started on the loading
+    worker's data dir after a clean stop (SIGTERM: it commits) of the one before, and
+    waits for `/ready` before its bursts. Each burst continues the sessions after the
+    previous ones' `seq`s, so every event is new."""
+    args = run.args
+    burst = args.burst
+    rates: dict[str, list[tuple[float, float]]] = {}
+    step = 0
+    for round_ in range(args.rounds):
+        for label, tree, extra in variants(args.variant):
+            run.worker.stop(signal.SIGTERM)
+            run.start(f"{label}-{round_}", tree, extra)
+            await run.wait_ready(3600)
+            hot = continued(min(HOT_SESSIONS, n), burst, seed, offset=2 * step * burst)
+            cold = continued(n, burst, seed, offset=(2 * step + 1) * burst)
+            step += 1
+            hot_rate = await run.process(hot, deadline=1800)
+            cold_rate = await run.process(cold, deadline=1800)
+            rates.setdefault(label, []).append((hot_rate, cold_rate))
+            print(
+                f"  round {round_ + 1} {label}: hot ({min(HOT_SESSIONS, n)} sessions) "
+                f"{hot_rate:,.0f} events/s; cold (spread over {n:,}) {cold_rate:,.0f} "
+                f"events/s; {load_line()}",
+                flush=True,
+            )
+    for label, figures in rates.items():
+        hots = sorted(h for h, _ in figures)
+        colds = sorted(c for _, c in figures)
+        print(
+            f"{label}: hot median {hots[len(hots) // 2]:,.0f} events/s "
+            f"({', '.join(f'{h:,.0f}' for h, _ in figures)}); cold median "
+            f"{colds[len(colds) // 2]:,.0f} ({', '.join(f'{c:,.0f}' for _, c in figures)})",
+            flush=True,
+        )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     workdir = Path(args.workdir or f"/tmp/lw-scale-{uuid.uuid4().hex[:6]}")
@@ -423,7 +475,9 @@ async def main_async(args: argparse.Namespace) -> None:
             "per event, before compaction)",
             flush=True,
         )
-        if args.burst:  # (--burst 0: no hot/cold measurement)
+        if args.burst and args.variant:
+            await hot_and_cold_variants(run, n, seed)
+        elif args.burst:  # (--burst 0: no hot/cold measurement)
             hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
             cold = continued(n, args.burst, seed, offset=args.burst)
             run.produced = 2 * args.burst
@@ -493,6 +547,16 @@ def main() -> None:
     parser.add_argument(
         "--restore-rounds", type=int, default=1, help="restarts without local state, each tree"
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=TREE[:VAR=VALUE,...]",
+        help="hot and cold bursts from each of these workers in turn over the same loaded "
+        "sessions (repeatable; an A/B in one run), e.g. before=/work/main "
+        "after=.:LOOPWATCH_BATCH_HAND_OFF=true",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --variant: rounds")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -81,14 +81,16 @@ from loopwatch.streams.settings import Settings  # noqa: E402
 
 
 async def run_bare_agent(
-    bootstrap: str, topic: str, count: int, workdir: Path
+    bootstrap: str, topic: str, count: int, workdir: Path, script_name: str = "bare_agent.py"
 ) -> tuple[dict[str, float], Usage]:
-    """The bare faust agent (ops/bench/bare_agent.py) over `topic`; its time marks and
-    the CPU it and the machine used."""
-    result = workdir / f"bare-{uuid.uuid4().hex[:6]}.json"
-    app_id = f"bench-bare-{uuid.uuid4().hex[:8]}"
-    script = Path(__file__).resolve().parent / "bare_agent.py"
-    with (workdir / "bare.log").open("wb") as log:
+    """The bare faust agent (ops/bench/bare_agent.py), or another reader of the same
+    interface (`script_name`: decode_only.py, a plain aiokafka consumer that decodes),
+    over `topic`; its time marks and the CPU it and the machine used."""
+    stem = Path(script_name).stem
+    result = workdir / f"{stem}-{uuid.uuid4().hex[:6]}.json"
+    app_id = f"bench-{stem}-{uuid.uuid4().hex[:8]}"
+    script = Path(__file__).resolve().parent / script_name
+    with (workdir / f"{stem}.log").open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, str(script), bootstrap, topic, app_id, str(count), str(result)],
             cwd=workdir,
@@ -101,7 +103,7 @@ async def run_bare_agent(
             deadline = time.monotonic() + 600
             while not result.exists():
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the bare agent stopped early; see {workdir}/bare.log")
+                    raise RuntimeError(f"{stem} stopped early; see {workdir}/{stem}.log")
                 await asyncio.sleep(0.2)  # polling a child's result file, not a test
         finally:
             sampler.cancel()
@@ -119,6 +121,7 @@ async def run_workers(
     count: int,
     *,
     late: list[tuple[bytes, bytes]] | None = None,
+    tree: Path | None = None,
 ) -> tuple[list[float], Usage, float]:
     """`workers` worker processes of one app over the backlog; their verdicts' times, the
     CPU they and the machine used, and when the backlog was all there. The app's topics
@@ -136,7 +139,8 @@ async def run_workers(
         own = dict(env)
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
-        procs.append(start_worker(own, workdir / f"sustained-{workers}-{n}.log", profile, sampled))
+        log = workdir / f"sustained-{workers}-{n}.log"
+        procs.append(start_worker(own, log, profile, sampled, **({"tree": tree} if tree else {})))
     usage = Usage([proc.pid or 0 for proc in procs], args.bootstrap)
     sampler = asyncio.ensure_future(usage.sample())
     there = time.time()
@@ -273,16 +277,30 @@ async def sustained_round(
     bare_middle = (count * 0.8) / max(1e-9, marks["p90"] - marks["p10"])
     print(f"  bare faust agent:  {bare_whole:8,.0f} events/s  (middle 80%: {bare_middle:,.0f})")
     print(f"    middle 80%: {bare_usage.between(marks['p10'], marks['p90'], count * 0.8)}")
+    if args.decode_only:
+        plain, plain_usage = await run_bare_agent(
+            args.bootstrap, events_topic, count, workdir, "decode_only.py"
+        )
+        plain_whole = count / max(1e-9, plain["last"] - plain["first"])
+        plain_middle = (count * 0.8) / max(1e-9, plain["p90"] - plain["p10"])
+        print(
+            f"  aiokafka, decode:  {plain_whole:8,.0f} events/s  (middle 80%: "
+            f"{plain_middle:,.0f})  {plain_middle / bare_middle:.2f}x the bare agent"
+        )
+        print(f"    middle 80%: {plain_usage.between(plain['p10'], plain['p90'], count * 0.8)}")
 
-    one, one_usage, _ = await run_workers(
-        args, await app_env(args, events_topic), 1, workdir, count
-    )
-    one_whole, one_middle = span_rates(one)
-    print(
-        f"  one worker:        {one_whole:8,.0f} events/s  (middle 80%: {one_middle:,.0f})  "
-        f"{one_whole / bare_whole:.0%} of the bare agent ({one_middle / bare_middle:.0%})"
-    )
-    print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
+    one_whole = 0.0
+    for label, tree, extra in _variants(args):
+        env = {**await app_env(args, events_topic), **extra}
+        one, one_usage, _ = await run_workers(args, env, 1, workdir, count, tree=tree)
+        whole, middle = span_rates(one)
+        one_whole = one_whole or whole
+        name = f"{label}:"
+        print(
+            f"  {name:<19}{whole:8,.0f} events/s  (middle 80%: {middle:,.0f})  "
+            f"{whole / bare_whole:.0%} of the bare agent ({middle / bare_middle:.2f}x)"
+        )
+        print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
     if args.workers < 2:
         return one_whole / bare_whole, None
     # One, then two workers, each of an app of its own over the same events produced into
@@ -304,6 +322,20 @@ async def sustained_round(
         print(f"  {label:<19}{rates[-1]:8,.0f} events/s  ({inside:,} events){times}")
         print(f"    same span: {usage.between(start, high, inside)}")
     return one_whole / bare_whole, rates[1] / rates[0]
+
+
+def _variants(args: argparse.Namespace) -> list[tuple[str, Path | None, dict[str, str]]]:
+    """The one-worker runs of a round: `--variant LABEL=TREE[:VAR=VALUE,...]` each (a
+    checkout and settings of its own), or this checkout as it is."""
+    if not args.variant:
+        return [("one worker", None, {})]
+    out = []
+    for spec in args.variant:
+        label, _, rest = spec.partition("=")
+        tree, _, settings = rest.partition(":")
+        extra = dict(item.split("=", 1) for item in settings.split(",") if item)
+        out.append((label, Path(tree or ".").resolve(), extra))
+    return out
 
 
 async def app_env(args: argparse.Namespace, events_topic: str | None) -> dict[str, str]:
@@ -430,6 +462,18 @@ def main() -> int:
         help="compare the worker of these checkouts (give two or more), alternately",
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --tree: runs per tree")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="sustained: a one-worker run LABEL=TREE[:VAR=VALUE,...] (repeatable), e.g. "
+        "before=/work/main after=.:LOOPWATCH_BATCH_HAND_OFF=true",
+    )
+    parser.add_argument(
+        "--decode-only",
+        action="store_true",
+        help="sustained: also a plain aiokafka consumer that only decodes (decode_only.py)",
+    )
     parser.add_argument(
         "--repeat",
         type=int,

@@ -4,7 +4,10 @@
 
 1. **Fetch.** aiokafka's consumer runs on the worker's one event loop and thread
    (`kafka.faust_ext.loop_consumer`); the events topic's records are handed over one at a
-   time as the fetch loop yields them, without a faust stream (`kafka.faust_ext.inline`).
+   time as the fetch loop yields them, without a faust stream (`kafka.faust_ext.inline`),
+   or with `LOOPWATCH_BATCH_HAND_OFF` a fetched batch per partition at a time
+   (`kafka.faust_ext.batch_hand_off`, `app.handle_batch`: steps 2-5 for each record of
+   the batch in offset order, step 6 once for the batch).
 2. **In order.** `app.handle_fetched` asks `kafka.faust_ext.offset_order.OffsetOrder`
    whether the record is the partition's next offset; one beyond it means faust dropped
    records, and the partition is read again from the first missing offset.
@@ -19,8 +22,9 @@
    closed, or the dead letter) through `kafka.batched_outputs.BatchedOutputs`, which
    collects records per partition into one aiokafka batch; metrics are counted
    (`metrics`).
-6. **Ack.** The record is acked to faust once handled; its offset is now eligible for the
-   next commit.
+6. **Ack.** The record is acked to faust once handled (per batch: the records handled
+   before a rebalance stopped the flow, at once); its offset is now eligible for the next
+   commit.
 
 The crash-safe commit, every `LOOPWATCH_COMMIT_INTERVAL_MS` (`app._guard_commits`, run by
 the guarded consumer of `kafka.faust_ext.offset_guard` before each offset commit):

@@ -9,7 +9,9 @@ in `streams.worker.pipeline` (carried out by `streams.worker.handler`).
 
 from __future__ import annotations
 
+import asyncio
 import gc
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +24,7 @@ from loopwatch.streams.kafka.faust_ext.app import (
     started_producer,
     worker_ready,
 )
+from loopwatch.streams.kafka.faust_ext.batch_hand_off import YIELD_EVERY, BatchProgress
 from loopwatch.streams.kafka.faust_ext.inline import inline_callback
 from loopwatch.streams.kafka.faust_ext.offset_order import OffsetOrder
 from loopwatch.streams.kafka.faust_ext.producer import partition_count
@@ -130,7 +133,7 @@ def create_app(
 
     _process_events_inline(
         app, topics.events, table=table, order=order, handler=handler, health=health,
-        outputs=outputs,
+        outputs=outputs, batches=settings.batch_hand_off,
     )  # fmt: skip
 
     events_topic = settings.events_topic
@@ -187,9 +190,12 @@ def _process_events_inline(
     handler: RecordHandler,
     health: ProcessingHealth,
     outputs: Outputs,
+    batches: bool = False,
 ) -> None:
     """Hand each record of `topic` to `handler` as the consumer fetches it, one at a time
-    and in offset order per partition (`streams.kafka.faust_ext.inline`: no faust stream)."""
+    and in offset order per partition (`streams.kafka.faust_ext.inline`: no faust stream),
+    or with `batches` a fetched batch per partition at a time, each record to `handler`
+    in the same order (`streams.kafka.faust_ext.batch_hand_off`)."""
 
     crash = app_crasher(app)
 
@@ -213,10 +219,43 @@ def _process_events_inline(
             order.processed(message.tp, message.offset)
         health.processed += 1
 
+    async def handle_batch(tp: Any, messages: Sequence[Any], progress: BatchProgress) -> None:
+        """`handle_fetched` for each record of a partition's batch, with the table's
+        partition and the offset guard's busy flag set once; stops at a rebalance
+        (`progress.go_on()`) and at a record the offset guard holds back."""
+        consumer = app.consumer
+        order.busy = True
+        try:
+            with table.writing_in(tp.partition):
+                for message in messages:
+                    if not progress.go_on():
+                        return
+                    consumer.fetched_waiting -= 1
+                    offset = message.offset
+                    if not order.check(tp, offset):
+                        return  # held back, unacked: the guard re-reads from the gap
+                    try:
+                        await handler.handle(message)
+                    except Exception as exc:  # as in handle_fetched
+                        health.crashed(exc)
+                        crash(exc)
+                        raise
+                    order.processed(tp, offset)
+                    health.processed += 1
+                    progress.done += 1
+                    if not progress.done % YIELD_EVERY:
+                        await asyncio.sleep(0)  # a turn for the heartbeat, the web page
+        finally:
+            order.busy = False
+
     if isinstance(outputs, BatchedOutputs):  # a backlog: batches grow for the linger
         outputs.input_waiting = lambda: app.consumer.fetched_waiting > 0
-    app.topics.process_inline(topic, inline_callback(app, handle_fetched))
+    if batches:
+        app.topics.process_in_batches(topic, handle_batch)
+    else:
+        app.topics.process_inline(topic, inline_callback(app, handle_fetched))
     app.loopwatch_handle_fetched = handle_fetched
+    app.loopwatch_handle_batch = handle_batch
 
 
 def _guard_commits(

@@ -28,6 +28,7 @@ from loopwatch.streams.kafka.admin import create_topics
 from loopwatch.streams.scan.scanner import Scanner
 from loopwatch.streams.settings import Settings
 from tests.support.builders import SessionBuilder
+from tests.support.kafka_broker import batch_hand_off_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_MARGIN_SECONDS = 30.0
@@ -93,6 +94,7 @@ class WorkerEnv:
     def env(self, web_port: int) -> dict[str, str]:
         data_dir = Path(f"/tmp/{self.prefix}")
         env = isolated_env(self.bootstrap, self.prefix, self.partitions, web_port, data_dir)
+        env.update(batch_hand_off_env())  # TEST_BATCH_HAND_OFF=1: the suite over batches
         env.update(self.extra)  # may override any of the above (e.g. LOOPWATCH_DATA_DIR)
         return env
 

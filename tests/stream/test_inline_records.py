@@ -124,6 +124,7 @@ async def test_the_conductor_gives_an_inline_topic_its_callback_and_others_faust
 
     conductor = InlineConductor.__new__(InlineConductor)  # no app: only the handler choice
     conductor._inline = {}
+    conductor.batch_callbacks = {}
     added: list[str] = []
     conductor.add = lambda topic: added.append(topic.get_topic_name())  # type: ignore[method-assign]
 
@@ -136,6 +137,13 @@ async def test_the_conductor_gives_an_inline_topic_its_callback_and_others_faust
     assert added == ["events"], "subscribed"
     assert conductor._build_handler(EVENTS, set()) is ours
     assert conductor._build_handler(TP("sessions-changelog", 0), set()) is fausts
+    conductor.process_in_batches(Topic("batched"), ours)
+    assert added == ["events", "batched"], "subscribed"
+    assert conductor.batch_callbacks == {"batched": ours}
+    per_record = conductor._build_handler(TP("batched", 0), set())
+    assert per_record is not ours, "never called per record: the consumer hands batches"
+    with pytest.raises(RuntimeError, match="per batch"):
+        await per_record(Message("batched", 0, 1, 0.0, 0, [], b"s", b"{}", None))
 
 
 async def test_fetched_records_are_counted_down_as_they_are_handed_over() -> None:

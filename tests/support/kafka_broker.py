@@ -119,3 +119,10 @@ def start_secure_broker() -> SecureBroker:
 
 def release_secure_broker() -> None:
     _kafka_sh("release", timeout=120, secure=True)
+
+
+def batch_hand_off_env() -> dict[str, str]:
+    """`TEST_BATCH_HAND_OFF=1` runs the workers of the integration tests with the per-batch
+    hand-off of the events topic (`LOOPWATCH_BATCH_HAND_OFF`, off by default): the same
+    suite over both paths."""
+    return {"LOOPWATCH_BATCH_HAND_OFF": "true"} if os.environ.get("TEST_BATCH_HAND_OFF") else {}

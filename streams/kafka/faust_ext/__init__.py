@@ -36,6 +36,14 @@ Private APIs touched, by module:
   `Consumer._wait_next_records` (overridden in `offset_guard`, to count the fetched
   records), `Message.generation_id` / `.tracked`, `App.consumer_generation_id`,
   `App.flow_control`.
+* `batch_hand_off` (opt-in, `LOOPWATCH_BATCH_HAND_OFF`: the events topic's records handed
+  over a fetched batch per partition at a time): `Consumer._drain_messages` (overridden in
+  `offset_guard.GuardedConsumer`, faust's loop kept for every other topic),
+  `._wait_next_records`, `._read_offset`, `._add_gap`, `._to_message`, `._acked`,
+  `._acked_index`, `._committed_offset`, `._n_acked`, `._commit_every`,
+  `._unacked_messages`, `._waiting_for_ack`, `._buffered_partitions`, `.perform_seek`,
+  `.flow_active`, `.diag`; `App.monitor.track_tp_end_offset` / `.stream_inbound_time`;
+  `Conductor.batch_callbacks` (ours, in `inline`).
 * `loop_consumer` (aiokafka's consumer on the worker's event loop, without faust's
   consumer thread): `AIOKafkaConsumerThread` / mode `ServiceThread.start`, `.stop`,
   `._stop_children`, `._stop_futures`, `._stop_exit_stacks`, `._stopped_set`,

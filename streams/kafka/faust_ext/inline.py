@@ -35,6 +35,8 @@ class InlineConductor(Conductor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._inline: dict[str, RecordCallback] = {}
+        self.batch_callbacks: dict[str, Any] = {}
+        """Topic name -> callback of the topics handed over per batch (`batch_hand_off`)."""
 
     def process_inline(self, topic: Any, callback: RecordCallback) -> None:
         """Subscribe to `topic` (a faust topic, acks enabled) and hand each of its records
@@ -42,11 +44,26 @@ class InlineConductor(Conductor):
         self._inline[topic.get_topic_name()] = callback
         self.add(topic)
 
+    def process_in_batches(self, topic: Any, callback: Any) -> None:
+        """Subscribe to `topic` (acks enabled) and hand its records to `callback` a fetched
+        batch per partition at a time (`batch_hand_off.BatchCallback`), by the consumer's
+        fetch loop (`batch_hand_off.BatchHandOff`)."""
+        self.batch_callbacks[topic.get_topic_name()] = callback
+        self.add(topic)
+
     def _build_handler(self, tp: Any, channels: Any) -> Any:
+        if tp.topic in self.batch_callbacks:
+            return _never_per_record
         callback = self._inline.get(tp.topic)
         if callback is not None:
             return callback
         return super()._build_handler(tp, channels)
+
+
+async def _never_per_record(message: Any) -> None:
+    raise RuntimeError(
+        f"{message.topic} is handed over per batch: a consumer without `BatchHandOff`?"
+    )
 
 
 def inline_callback(app: Any, process: RecordCallback) -> RecordCallback:

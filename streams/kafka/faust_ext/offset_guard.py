@@ -29,6 +29,7 @@ from faust.transport.drivers import aiokafka as aiokafka_driver
 from mode import Service
 from mode.services import WaitResults
 
+from loopwatch.streams.kafka.faust_ext.batch_hand_off import BatchHandOff
 from loopwatch.streams.kafka.faust_ext.loop_consumer import SameLoopConsumerThread
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ class InlineHandOff(Service):
         )
 
 
-class GuardedConsumer(InlineHandOff, aiokafka_driver.Consumer):
+class GuardedConsumer(BatchHandOff, InlineHandOff, aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()

@@ -96,10 +96,11 @@ class OffsetOrder:
         if app.rebalancing:
             self._stalled.clear()
             return
-        if self.busy:  # inside a record's hand-off (processed inline): not now
+        consumer = app.consumer
+        # inside a record's hand-off (processed inline), or a fetch's (per batch): not now
+        if self.busy or getattr(consumer, "handing_over", False):
             self._stalled.clear()
             return
-        consumer = app.consumer
         for tp, gap in list(self._gaps.items()):
             start, after, seeks = gap
             if seeks >= MAX_SEEKS_PER_GAP:
