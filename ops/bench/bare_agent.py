@@ -11,19 +11,16 @@ records it writes to RESULT_FILE, as JSON, the wall-clock times at which the fir
 
 from __future__ import annotations
 
-import json
 import sys
-import time
-from pathlib import Path
 
 import faust
+from progress_marks import ProgressMarks
 
 
 def main() -> None:
     bootstrap, topic_name, app_id, count_text, result_file = sys.argv[1:6]
     count = int(count_text)
-    marks = {1: "first", max(1, count // 10): "p10", max(1, count * 9 // 10): "p90"}
-    marks[count] = "last"
+    marks = ProgressMarks(count, result_file)
     app = faust.App(
         app_id,
         broker=f"kafka://{bootstrap}",
@@ -37,18 +34,13 @@ def main() -> None:
         value_serializer="raw",
     )
     topic = app.topic(topic_name, key_type=bytes, value_type=bytes)
-    seen: dict[str, float] = {}
 
     @app.agent(topic)
     async def bare(stream: faust.StreamT[bytes]) -> None:
         n = 0
         async for _event in stream.events():
             n += 1
-            mark = marks.get(n)
-            if mark is not None:
-                seen[mark] = time.time()
-                if mark == "last":
-                    Path(result_file).write_text(json.dumps(seen))
+            marks.record(n)
 
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
     app.main()

@@ -14,21 +14,17 @@ records as the bare faust agent and the worker, in the same run.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
-import time
-from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
+from progress_marks import ProgressMarks
 
 from loopwatch.models import InvalidEvent, decode_event
 
 
 async def run(bootstrap: str, topic: str, group: str, count: int, result_file: str) -> None:
-    marks = {1: "first", max(1, count // 10): "p10", max(1, count * 9 // 10): "p90"}
-    marks[count] = "last"
-    seen: dict[str, float] = {}
+    marks = ProgressMarks(count, result_file)
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -50,11 +46,7 @@ async def run(bootstrap: str, topic: str, group: str, count: int, result_file: s
                     except InvalidEvent:
                         bad += 1  # none in the bench's records; counted, not raised
                     n += 1
-                    mark = marks.get(n)
-                    if mark is not None:
-                        seen[mark] = time.time()
-                        if mark == "last":
-                            Path(result_file).write_text(json.dumps(seen))
+                    marks.record(n)
     finally:
         await consumer.stop()
 
