@@ -72,21 +72,28 @@ _STEPS = st.lists(
 )
 
 
+def _apply_change(index: ExpiryIndex, reference: _Reference, step: tuple) -> bool:
+    """A touch or a forget applied to both; False for a sweep step (the test's own)."""
+    if step[0] == "touch":
+        _, session, last, ended, wall = step
+        # a new str per event, as decoded events bring them
+        index.touch_at(0, "".join(session), last, ended=ended, wall=wall)
+        reference.touch_at(session, last, ended, wall)
+        return True
+    if step[0] == "forget":
+        index.forget(0, step[1])
+        reference.deadlines.pop(step[1], None)
+        return True
+    return False
+
+
 @settings(max_examples=400, deadline=None)
 @given(_STEPS)
 def test_the_compact_index_sweeps_as_the_reference_one(steps: list[tuple]) -> None:
     index = ExpiryIndex(timedelta(seconds=TTL), timedelta(seconds=ENDED))
     reference = _Reference()
     for step in steps:
-        if step[0] == "touch":
-            _, session, last, ended, wall = step
-            # a new str per event, as decoded events bring them
-            index.touch_at(0, "".join(session), last, ended=ended, wall=wall)
-            reference.touch_at(session, last, ended, wall)
-        elif step[0] == "forget":
-            index.forget(0, step[1])
-            reference.deadlines.pop(step[1], None)
-        else:
+        if not _apply_change(index, reference, step):
             _, now, wall = step
             assert index.due_at(0, now, wall) == reference.due_at(now, wall)
         assert index.sessions() == len(reference.deadlines)
@@ -102,14 +109,7 @@ def test_limited_sweeps_take_the_same_sessions_as_the_reference(
     index = ExpiryIndex(timedelta(seconds=TTL), timedelta(seconds=ENDED))
     reference = _Reference()
     for step in steps:
-        if step[0] == "touch":
-            _, session, last, ended, wall = step
-            index.touch_at(0, session, last, ended=ended, wall=wall)
-            reference.touch_at(session, last, ended, wall)
-        elif step[0] == "forget":
-            index.forget(0, step[1])
-            reference.deadlines.pop(step[1], None)
-        else:
+        if not _apply_change(index, reference, step):
             _, now, wall = step
             taken = index.due_at(0, now, wall, limit=limit)
             assert len(taken) <= limit
