@@ -19,7 +19,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loopwatch.streams.kafka.faust_ext.recovery_progress import records_read, recovery_progress
+from loopwatch.streams.kafka.faust_ext.recovery_progress import (
+    records_read,
+    recovery_progress,
+    standby_records_behind,
+)
 from loopwatch.streams.worker.broker_outage import BrokerOutage
 
 
@@ -153,11 +157,18 @@ class _Recovery(Collector):
             "(its rate is the restore's; offsets overstate it after compaction).",
             value=records_read(self.app),
         )
+        yield GaugeMetricFamily(
+            "loopwatch_standby_records_behind",
+            "Changelog records this worker's standby partitions (LOOPWATCH_STANDBY_REPLICAS) "
+            "have yet to read: what a take-over by this worker reads first (0: none).",
+            value=standby_records_behind(self.app),
+        )
 
 
 def serve_health(app: Any, readiness: Readiness, registry: CollectorRegistry) -> None:
-    """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`
-    and the recovery's progress (`loopwatch_recovery_records_*`)."""
+    """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`,
+    the recovery's progress (`loopwatch_recovery_records_*`) and the standbys' lag
+    (`loopwatch_standby_records_behind`)."""
     registry.register(_ProcessingCrashes(readiness.processing))
     registry.register(_Recovery(app))
 

@@ -74,3 +74,32 @@ async def test_ready_and_the_metrics_count_the_records_restored() -> None:
     recovery.records_read += 7
     progress = recovery_progress(app)
     assert progress is not None and progress.read == 7
+
+
+class _Consumer:
+    """The consumer's high-water marks as aiokafka last fetched them (None: not yet)."""
+
+    def __init__(self, highwaters: dict[TP, int | None]) -> None:
+        self.highwaters = highwaters
+
+    def highwater(self, tp: TP) -> int | None:
+        return self.highwaters[tp]
+
+
+async def test_the_standbys_lag_is_a_gauge() -> None:
+    app = create_app(stream_settings())
+    recovery = app.tables.recovery
+    assert "loopwatch_standby_records_behind 0.0" in metrics(app)  # no standby
+
+    recovery.standby_tps.update({ZERO, ONE})
+    # (faust's Counters: `update` would add to them)
+    recovery.standby_offsets[ZERO], recovery.standby_offsets[ONE] = 499, None  # ONE: none read
+    # what faust read when the standbys started (the high-water mark - 1)
+    recovery.standby_highwaters[ZERO], recovery.standby_highwaters[ONE] = 599, 49
+    app._consumer = _Consumer({ZERO: None, ONE: None})  # no fetch yet
+    assert "loopwatch_standby_records_behind 150.0" in metrics(app)  # 100 + 50
+
+    app._consumer = _Consumer({ZERO: 1000, ONE: 50})  # fetched: 1000 is the next offset
+    assert "loopwatch_standby_records_behind 550.0" in metrics(app)  # 500 + 50
+    recovery.standby_offsets[ZERO], recovery.standby_offsets[ONE] = 999, 49
+    assert "loopwatch_standby_records_behind 0.0" in metrics(app)  # caught up

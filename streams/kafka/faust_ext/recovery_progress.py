@@ -6,6 +6,8 @@ partition's high-water mark, but keeps no total: `/ready` and the metrics said o
 notes how many records were left when a recovery started; `RecoveryProgress` reads it
 with what is left now. Offsets count compacted-away records too, so the figures are an
 upper bound on records read, and exact at the end; `read` counts the records themselves.
+`standby_records_behind` says how far this worker's standby partitions lag their
+changelog (faust logs it once, when the standbys start).
 """
 
 from __future__ import annotations
@@ -79,3 +81,27 @@ def records_read(app: Any) -> int:
     """Changelog records of active partitions that `app`'s recoveries have read since the
     process started."""
     return int(getattr(app.tables.recovery, "records_read", 0))
+
+
+def standby_records_behind(app: Any) -> int:
+    """Changelog records this worker's standby partitions have yet to read: per standby
+    partition, its high-water mark as the consumer last fetched it (before a fetch, the
+    one faust read when the standby started) less the offset the standby has read. A
+    take-over by this worker reads these first (plus its buffer of up to
+    `table_standby_buffer_size` records per partition not yet written to the store)."""
+    recovery = app.tables.recovery
+    if not recovery.standby_tps:
+        return 0
+    behind = 0
+    for tp in list(recovery.standby_tps):
+        last = recovery.standby_highwaters.get(tp)  # faust's: the high-water mark - 1
+        try:  # aiokafka's: None before a fetch of `tp`; raises once it is unassigned
+            fetched = app.consumer.highwater(tp)
+        except Exception:  # (rebalancing: the next scrape reads the new assignment)
+            fetched = None
+        if fetched is not None:
+            last = fetched - 1
+        offset = recovery.standby_offsets.get(tp)
+        if last is not None:
+            behind += max(0, last - (-1 if offset is None else offset))
+    return behind
