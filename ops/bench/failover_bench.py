@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import os
 import signal
 import statistics
@@ -32,11 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -44,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core_bench import machine  # noqa: E402
 from harness import worker_env  # noqa: E402
+from partition_probes import PartitionProbes  # noqa: E402
 
 from loopwatch.streams.demo.worker_process import WorkerProcess  # noqa: E402
 from loopwatch.streams.kafka.admin import create_topics  # noqa: E402
@@ -53,32 +48,20 @@ SETTLE_SECONDS = 5.0
 """After a worker (re)joins: let the group settle before the next kill (a bench pause)."""
 
 
-@dataclass
-class Verdicts:
-    """Arrival times of verdicts, by partition of their session."""
-
-    seen: set[tuple[int, int]] = field(default_factory=set)
-    """(partition, seq) that got a verdict."""
-    arrivals: list[tuple[float, int, int]] = field(default_factory=list)
-    """(monotonic time, partition, seq) of each first verdict."""
-
-    def first_after(self, since: float, first_seq: int, partition: int) -> float | None:
-        """Seconds from `since` to the first verdict of `partition` for an event of
-        `first_seq` or later (one produced after `since`)."""
-        for when, part, seq in self.arrivals:
-            if part == partition and seq >= first_seq and when >= since:
-                return when - since
-        return None
-
-
 class Bench:
     def __init__(self, args: argparse.Namespace, bootstrap: str, workdir: Path) -> None:
         self.args = args
         self.bootstrap = bootstrap
         self.workdir = workdir
         self.prefix = f"lw-failover-{uuid.uuid4().hex[:8]}"
-        self.verdicts = Verdicts()
-        self.seq = 0
+        settings = Settings.from_env(self.env("a"))
+        self.probes = PartitionProbes(
+            bootstrap,
+            settings.events_topic,
+            settings.verdicts_topic,
+            partitions=args.partitions,
+            interval=args.interval,
+        )
         self.workers: dict[str, WorkerProcess] = {}
         self.starts: dict[str, int] = {}
 
@@ -110,75 +93,14 @@ class Bench:
             worker.stop(timeout=60)
         self.workers.clear()
 
-    async def produce(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
-        await producer.start()
-        events = self.settings.events_topic
-        try:
-            while not stop.is_set():
-                now = datetime.now(UTC).isoformat()
-                for partition in range(self.args.partitions):
-                    session = f"p{partition}"
-                    event = {
-                        "type": "user_message",
-                        "session_id": session,
-                        "seq": self.seq,
-                        "ts": now,
-                    }
-                    await producer.send(
-                        events,
-                        json.dumps(event).encode(),
-                        key=session.encode(),
-                        partition=partition,
-                    )
-                self.seq += 1
-                with contextlib.suppress(TimeoutError):  # pacing the load, not synchronisation
-                    await asyncio.wait_for(stop.wait(), self.args.interval)
-        finally:
-            await producer.stop()
-
-    async def read_verdicts(self, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(
-            self.settings.verdicts_topic,
-            bootstrap_servers=self.bootstrap,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        await consumer.start()
-        try:
-            while not stop.is_set():
-                batches = await consumer.getmany(timeout_ms=100)
-                now = time.monotonic()
-                for batch in batches.values():
-                    for record in batch:
-                        verdict = json.loads(record.value)
-                        key = (int(verdict["session_id"][1:]), verdict["seq"])
-                        if key not in self.verdicts.seen:
-                            self.verdicts.seen.add(key)
-                            self.verdicts.arrivals.append((now, *key))
-        finally:
-            await consumer.stop()
-
-    async def all_partitions_after(self, since: float, first_seq: int, deadline: float) -> bool:
-        """Wait until every partition has a verdict for an event of `first_seq` or later."""
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            if all(
-                self.verdicts.first_after(since, first_seq, p) is not None
-                for p in range(self.args.partitions)
-            ):
-                return True
-            await asyncio.sleep(0.1)  # polling the reader's record, not synchronisation
-        return False
-
     async def measure_kill(self, victim: str) -> list[float | None]:
         kill = time.monotonic()
-        first_seq = self.seq + 1  # the first round of events produced after the kill
+        first_seq = self.probes.seq + 1  # the first round of events produced after the kill
         self.kill(victim)
         if self.args.mode_now == "restart":
             self.start(victim)
-        resumed = await self.all_partitions_after(kill, first_seq, self.args.deadline)
-        times = [self.verdicts.first_after(kill, first_seq, p) for p in range(self.args.partitions)]
+        resumed = await self.probes.all_partitions_after(kill, first_seq, self.args.deadline)
+        times = [self.probes.first_after(kill, first_seq, p) for p in range(self.args.partitions)]
         if not resumed:
             print(f"    not every partition resumed within {self.args.deadline:.0f} s")
             for name in self.workers:
@@ -196,7 +118,7 @@ class Bench:
         names = ["a"] if mode == "restart" else ["a", "b"]
         for name in names:
             self.start(name)
-        if not await self.all_partitions_after(time.monotonic(), self.seq + 1, 120):
+        if not await self.probes.all_partitions_after(time.monotonic(), self.probes.seq + 1, 120):
             raise SystemExit(f"{mode}: the workers did not start processing within 120 s")
         kills: list[list[float | None]] = []
         for n in range(self.args.kills):
@@ -205,7 +127,7 @@ class Bench:
             kills.append(times)
             shown = " ".join("-" if t is None else f"{t:.1f}" for t in times)
             print(f"  {mode} kill {n + 1}: per partition (s): {shown}")
-            await self.all_partitions_after(time.monotonic(), self.seq + 1, 120)
+            await self.probes.all_partitions_after(time.monotonic(), self.probes.seq + 1, 120)
         self.stop_all()
         return kills
 
@@ -245,20 +167,14 @@ async def main_async(args: argparse.Namespace) -> None:
             f"{settings.heartbeat_interval_ms} ms, rebalance timeout "
             f"{settings.rebalance_timeout_ms} ms"
         )
-        stop = asyncio.Event()
-        tasks = [
-            asyncio.create_task(bench.produce(stop)),
-            asyncio.create_task(bench.read_verdicts(stop)),
-        ]
         results: dict[str, list[list[float | None]]] = {}
-        try:
-            modes = ["restart", "takeover"] if args.mode == "both" else [args.mode]
-            for mode in modes:
-                results[mode] = await bench.run_mode(mode)
-        finally:
-            bench.stop_all()
-            stop.set()
-            await asyncio.gather(*tasks)
+        async with bench.probes.running(settings.verdict_partitions):
+            try:
+                modes = ["restart", "takeover"] if args.mode == "both" else [args.mode]
+                for mode in modes:
+                    results[mode] = await bench.run_mode(mode)
+            finally:
+                bench.stop_all()
         for mode, kills in results.items():
             report(mode, kills)
         print(f"load {os.getloadavg()[0]:.2f} at the end (1-minute average)")

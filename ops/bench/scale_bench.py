@@ -5,6 +5,7 @@
         [--partitions 4] [--burst 20000] [--skip-recovery] [--tree CHECKOUT] \
         [--rocksdb-cache-mb MB]
     ... scale_bench.py --expire --sessions 100000 --events-per-session 2 [--ttl SECONDS]
+    ... scale_bench.py --takeover --sessions 100000 [--events-per-session 20]
 
 On a real broker, with topics and an app id of its own, one worker (static membership,
 so that a restart takes its partitions back at once) is loaded with `--sessions` open
@@ -23,6 +24,9 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   (`loopwatch_recovery_records_read_total`: the restore's rate);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
+
+`--takeover` measures a take-over instead, by a second worker holding a standby of the
+killed one's partitions and by one without (`scale_takeover.py` says how; `rocksdb://`).
 
 `--expire` measures a mass expiry instead: the worker's idle TTL is `--ttl` (by default
 a little more than the load should take), and once the TTL has passed after the load, a
@@ -190,9 +194,10 @@ class Run:
             return int(self.args.ttl)
         return int(self.args.sessions * self.args.events_per_session / 2500) + 30
 
-    def metric(self, name: str) -> float:
-        """An unlabelled gauge of the worker's /metrics page."""
-        with urllib.request.urlopen(self.worker.url + "/metrics", timeout=5) as page:
+    def metric(self, name: str, worker: Any = None) -> float:
+        """An unlabelled gauge of the worker's (or `worker`'s) /metrics page."""
+        url = (worker or self.worker).url
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as page:
             for line in page.read().decode().splitlines():
                 if line.startswith(name + " "):
                     return float(line.split()[1])
@@ -230,13 +235,15 @@ class Run:
         stamps = sorted(record.timestamp / 1000 for _, record in got)
         return len(lines) / max(1e-6, stamps[-1] - stamps[0])
 
-    async def wait_ready(self, deadline: float) -> tuple[float, int, float]:
-        """Seconds until /ready, the most records a recovery said it had to restore, and
-        the seconds from the first answer that showed a recovery under way to /ready (the
-        restore without the process's start-up; 0.0 if none was seen)."""
+    async def wait_ready(self, deadline: float, worker: Any = None) -> tuple[float, int, float]:
+        """Seconds until /ready (of the worker, or of `worker`), the most records a
+        recovery said it had to restore, and the seconds from the first answer that showed
+        a recovery under way to /ready (the restore without the process's start-up; 0.0
+        if none was seen)."""
+        worker = worker or self.worker
         start, most, recovering = time.monotonic(), 0, None
         while time.monotonic() - start < deadline:
-            status, document = await asyncio.to_thread(self.worker.get, "/ready")
+            status, document = await asyncio.to_thread(worker.get, "/ready")
             document = document or {}  # None: not serving yet
             progress = document.get("recovery") or {}
             if progress and recovering is None:
@@ -246,10 +253,10 @@ class Run:
                 now = time.monotonic()
                 return now - start, most, 0.0 if recovering is None else now - recovering
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
-        raise RuntimeError(f"not ready within {deadline} s: {self.log_tail()}")
+        raise RuntimeError(f"not ready within {deadline} s: {self.log_tail(worker)}")
 
-    def log_tail(self) -> str:
-        return self.worker.log_path.read_text(errors="replace")[-3000:]
+    def log_tail(self, worker: Any = None) -> str:
+        return str((worker or self.worker).log_path.read_text(errors="replace")[-3000:])
 
     async def restart(self, name: str, empty: bool, seed: int, tree: str | None = None) -> str:
         self.worker.stop(signal.SIGKILL)
@@ -439,6 +446,22 @@ async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
         )
 
 
+async def takeover_run(run: Run) -> None:
+    """`--takeover` (`scale_takeover.py`), then the logs' summary and the clean-up."""
+    # (imported here: it imports this module)
+    from scale_takeover import takeover  # noqa: PLC0415
+
+    try:
+        await takeover(run, run.args.sessions, run.args.seed)
+    finally:
+        print(log_summary(run.workdir), flush=True)
+        await delete_run_topics(run.bootstrap, run.args.partitions)
+        if run.args.keep:
+            print(f"kept: {run.workdir}")
+        else:
+            shutil.rmtree(run.workdir, ignore_errors=True)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     workdir = Path(args.workdir or f"/tmp/lw-scale-{uuid.uuid4().hex[:6]}")
@@ -451,6 +474,9 @@ async def main_async(args: argparse.Namespace) -> None:
         f"events, {args.store}, {args.partitions} partitions; {load_line()}",
         flush=True,
     )
+    if args.takeover:
+        await takeover_run(run)
+        return
     run.start("worker")
     try:
         await run.wait_ready(300)
@@ -523,6 +549,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--expire", action="store_true", help="measure a mass expiry instead")
+    parser.add_argument(
+        "--takeover",
+        action="store_true",
+        help="two workers; kill -9 one and time the survivor's take-over, from a standby "
+        "and without one (scale_takeover.py)",
+    )
     parser.add_argument("--ttl", type=float, default=None, help="--expire: the idle TTL (s)")
     parser.add_argument(
         "--rocksdb-cache-mb",
