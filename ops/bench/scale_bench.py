@@ -20,7 +20,10 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
   changelog), with the records it restored by offset (its `/ready`) and those it read
-  (`loopwatch_recovery_records_read_total`: the restore's rate);
+  (`loopwatch_recovery_records_read_total`: the restore's rate); `--py-spy DIR`: each
+  restart without local state sampled by py-spy (attached to the worker once started,
+  200 Hz, non-blocking, until it is ready; collapsed stacks in DIR/<restart>.txt;
+  `pip install py-spy` into the venv first);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -45,6 +48,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -248,6 +252,18 @@ class Run:
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
         raise RuntimeError(f"not ready within {deadline} s: {self.log_tail()}")
 
+    def sample(self, name: str) -> subprocess.Popen[bytes] | None:
+        """`--py-spy DIR`: py-spy attached to the worker just started, its samples to
+        DIR/`name`.txt (collapsed stacks)."""
+        if not self.args.py_spy:
+            return None
+        out = Path(self.args.py_spy).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        command = [spy, "record", "--pid", str(self.worker.pid), "-r", "200", "--nonblocking"]
+        command += ["-f", "raw", "-o", str(out / f"{name}.txt")]
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def log_tail(self) -> str:
         return self.worker.log_path.read_text(errors="replace")[-3000:]
 
@@ -257,7 +273,13 @@ class Run:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
         self.start(name, tree)
-        ready, restored, restoring = await self.wait_ready(3600)
+        spy = self.sample(name) if empty else None
+        try:
+            ready, restored, restoring = await self.wait_ready(3600)
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+                spy.wait(timeout=120)
         try:  # the records read; offsets overstate them once compaction ran
             read: float | None = self.metric("loopwatch_recovery_records_read_total")
         except RuntimeError:  # a checkout (--tree) from before the counter
@@ -557,6 +579,12 @@ def main() -> None:
         "after=.:LOOPWATCH_BATCH_HAND_OFF=true",
     )
     parser.add_argument("--rounds", type=int, default=1, help="with --variant: rounds")
+    parser.add_argument(
+        "--py-spy",
+        default=None,
+        metavar="DIR",
+        help="sample each restart without local state with py-spy (in the venv) into DIR",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 
