@@ -20,7 +20,9 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
   changelog), with the records it restored by offset (its `/ready`) and those it read
-  (`loopwatch_recovery_records_read_total`: the restore's rate); `--py-spy DIR`: each
+  (`loopwatch_recovery_records_read_total`: the restore's rate), with each
+  `--restore-store` (memory:// and rocksdb:// from one load) and `--restore-also` checkout
+  in turn, `--restore-rounds` times; `--py-spy DIR`: each
   restart without local state sampled by py-spy (attached to the worker once started,
   200 Hz, non-blocking, until it is ready; collapsed stacks in DIR/<restart>.txt;
   `pip install py-spy` into the venv first);
@@ -267,12 +269,19 @@ class Run:
     def log_tail(self) -> str:
         return self.worker.log_path.read_text(errors="replace")[-3000:]
 
-    async def restart(self, name: str, empty: bool, seed: int, tree: str | None = None) -> str:
+    async def restart(
+        self,
+        name: str,
+        empty: bool,
+        seed: int,
+        tree: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> str:
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
-        self.start(name, tree)
+        self.start(name, tree, extra)
         spy = self.sample(name) if empty else None
         try:
             ready, restored, restoring = await self.wait_ready(3600)
@@ -516,14 +525,18 @@ async def main_async(args: argparse.Namespace) -> None:
                 same = await run.restart("restart-same-dir", empty=False, seed=seed)
                 print(f"kill -9, restart on its data dir: {same}; {load_line()}", flush=True)
             for round_ in range(args.restore_rounds):
-                for tree in [args.tree, *args.restore_also]:
-                    name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}"
-                    fresh = await run.restart(name, empty=True, seed=seed, tree=tree)
-                    print(
-                        f"kill -9, restart without local state ({Path(tree or REPO).name}): "
-                        f"{fresh}; {load_line()}",
-                        flush=True,
-                    )
+                for store in args.restore_store or [args.store]:
+                    for tree in [args.tree, *args.restore_also]:
+                        label = f"{Path(tree or REPO).name}, {store}"
+                        name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}-{store[:-3]}"
+                        fresh = await run.restart(
+                            name, empty=True, seed=seed, tree=tree, extra={"LOOPWATCH_STORE": store}
+                        )
+                        print(
+                            f"kill -9, restart without local state ({label}): {fresh}; "
+                            f"{load_line()}",
+                            flush=True,
+                        )
     finally:
         if run.worker is not None:
             run.worker.stop(signal.SIGTERM)
@@ -568,6 +581,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--restore-rounds", type=int, default=1, help="restarts without local state, each tree"
+    )
+    parser.add_argument(
+        "--restore-store",
+        action="append",
+        default=[],
+        metavar="STORE",
+        help="restart without local state with this store (repeatable; default --store): "
+        "one load, the restore of each store from the same changelog",
     )
     parser.add_argument(
         "--variant",
