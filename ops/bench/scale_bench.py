@@ -21,7 +21,12 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
   changelog), with the records it restored by offset (its `/ready`) and those it read
-  (`loopwatch_recovery_records_read_total`: the restore's rate);
+  (`loopwatch_recovery_records_read_total`: the restore's rate), with each
+  `--restore-store` (memory:// and rocksdb:// from one load) and `--restore-also` checkout
+  in turn, `--restore-rounds` times; `--py-spy DIR`: each
+  restart without local state sampled by py-spy (attached to the worker once started,
+  200 Hz, non-blocking, until it is ready; collapsed stacks in DIR/<restart>.txt;
+  `pip install py-spy` into the venv first);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -49,6 +54,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -255,16 +261,41 @@ class Run:
             await asyncio.sleep(0.05)  # polling the probe, not synchronisation
         raise RuntimeError(f"not ready within {deadline} s: {self.log_tail(worker)}")
 
+    def sample(self, name: str) -> subprocess.Popen[bytes] | None:
+        """`--py-spy DIR`: py-spy attached to the worker just started, its samples to
+        DIR/`name`.txt (collapsed stacks)."""
+        if not self.args.py_spy:
+            return None
+        out = Path(self.args.py_spy).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        command = [spy, "record", "--pid", str(self.worker.pid), "-r", "200", "--nonblocking"]
+        command += ["-f", "raw", "-o", str(out / f"{name}.txt")]
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def log_tail(self, worker: Any = None) -> str:
         return str((worker or self.worker).log_path.read_text(errors="replace")[-3000:])
 
-    async def restart(self, name: str, empty: bool, seed: int, tree: str | None = None) -> str:
+    async def restart(
+        self,
+        name: str,
+        empty: bool,
+        seed: int,
+        tree: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> str:
         self.worker.stop(signal.SIGKILL)
         if empty:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
-        self.start(name, tree)
-        ready, restored, restoring = await self.wait_ready(3600)
+        self.start(name, tree, extra)
+        spy = self.sample(name) if empty else None
+        try:
+            ready, restored, restoring = await self.wait_ready(3600)
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+                spy.wait(timeout=120)
         try:  # the records read; offsets overstate them once compaction ran
             read: float | None = self.metric("loopwatch_recovery_records_read_total")
         except RuntimeError:  # a checkout (--tree) from before the counter
@@ -520,14 +551,18 @@ async def main_async(args: argparse.Namespace) -> None:
                 same = await run.restart("restart-same-dir", empty=False, seed=seed)
                 print(f"kill -9, restart on its data dir: {same}; {load_line()}", flush=True)
             for round_ in range(args.restore_rounds):
-                for tree in [args.tree, *args.restore_also]:
-                    name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}"
-                    fresh = await run.restart(name, empty=True, seed=seed, tree=tree)
-                    print(
-                        f"kill -9, restart without local state ({Path(tree or REPO).name}): "
-                        f"{fresh}; {load_line()}",
-                        flush=True,
-                    )
+                for store in args.restore_store or [args.store]:
+                    for tree in [args.tree, *args.restore_also]:
+                        label = f"{Path(tree or REPO).name}, {store}"
+                        name = f"restart-empty-dir-{round_}-{Path(tree or REPO).name}-{store[:-3]}"
+                        fresh = await run.restart(
+                            name, empty=True, seed=seed, tree=tree, extra={"LOOPWATCH_STORE": store}
+                        )
+                        print(
+                            f"kill -9, restart without local state ({label}): {fresh}; "
+                            f"{load_line()}",
+                            flush=True,
+                        )
     finally:
         if run.worker is not None:
             run.worker.stop(signal.SIGTERM)
@@ -580,6 +615,14 @@ def main() -> None:
         "--restore-rounds", type=int, default=1, help="restarts without local state, each tree"
     )
     parser.add_argument(
+        "--restore-store",
+        action="append",
+        default=[],
+        metavar="STORE",
+        help="restart without local state with this store (repeatable; default --store): "
+        "one load, the restore of each store from the same changelog",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -589,6 +632,12 @@ def main() -> None:
         "after=.:LOOPWATCH_BATCH_HAND_OFF=true",
     )
     parser.add_argument("--rounds", type=int, default=1, help="with --variant: rounds")
+    parser.add_argument(
+        "--py-spy",
+        default=None,
+        metavar="DIR",
+        help="sample each restart without local state with py-spy (in the venv) into DIR",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

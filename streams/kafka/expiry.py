@@ -27,7 +27,7 @@ pays for a whole partition's expiry while other events wait for their verdicts.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, TypeVar
@@ -74,6 +74,10 @@ dict already keys by: an open session costs one dict slot, one tuple and two flo
 and a touch left stale in the heap one tuple and two floats (docs/performance.md §4)."""
 
 _NEVER = float("inf")
+
+Touch = tuple[str, float, bool, float | None]
+"""(session, last seen on the log clock, ended, last seen on the worker's clock or None):
+`ExpiryIndex.touch_at`'s arguments."""
 
 
 @dataclass
@@ -149,24 +153,36 @@ class ExpiryIndex:
         it). The partition has seen that time, so its clock moves there too: a worker that
         rebuilds the index after a crash starts from the clock the crashed one had (as far
         as the records read back tell)."""
+        self.touch_all(partition, ((session_id, last, ended, wall),))
+
+    def touch_all(self, partition: int, touches: Iterable[Touch]) -> None:
+        """`touch_at` for each of `touches` in turn, in one call: the same index, without
+        a call per touch (a recovery's batch of changelog records)."""
         index = self._partitions.get(partition)
         if index is None:  # (not setdefault: it would build an index on every call)
             index = self._partitions[partition] = _PartitionIndex()
-        index.clock = max(index.clock, last)
-        span = self._ended_retention if ended else self._idle_ttl
-        deadline = last + span
-        wall_deadline = -_NEVER if wall is None else wall + span
-        deadlines = index.deadlines
-        previous = deadlines.get(session_id)
-        if previous is not None:  # the id object the dict keeps, not the event's copy
-            session_id = previous[2]
-        entry = deadlines[session_id] = (deadline, wall_deadline, session_id)
+        deadlines, heap = index.deadlines, index.heap
+        clock, idle_ttl, ended_retention = index.clock, self._idle_ttl, self._ended_retention
+        push, get = heapq.heappush, deadlines.get
+        for touched, last, ended, wall in touches:
+            clock = max(clock, last)
+            span = ended_retention if ended else idle_ttl
+            previous = get(touched)
+            # the id object the dict keeps, not the event's copy
+            session_id = touched if previous is None else previous[2]
+            entry = deadlines[session_id] = (
+                last + span,
+                -_NEVER if wall is None else wall + span,
+                session_id,
+            )
+            push(heap, entry)
+            if len(heap) > 2 * len(deadlines) + 1024:
+                heap = index.heap = list(deadlines.values())
+                heapq.heapify(heap)
+                index.waiting = []  # (what it held is back in the heap)
+        index.clock = clock
+        # (touches only add sessions: the dict is largest now)
         index.peak = max(index.peak, len(deadlines))
-        heapq.heappush(index.heap, entry)
-        if len(index.heap) > 2 * len(deadlines) + 1024:
-            index.heap = list(deadlines.values())
-            heapq.heapify(index.heap)
-            index.waiting = []  # (what it held is back in the heap)
 
     def forget(self, partition: int, session_id: str) -> None:
         index = self._partitions.get(partition)
@@ -260,12 +276,56 @@ def index_changelog_record(
     forgets its session; a stored value is decoded and handed to `touch` with its
     partition and session id. A value that does not decode is passed over: the table
     keeps it, and the session's next event writes it anew."""
+    read = _read_changelog(message, decode)
+    if read is _UNREADABLE:
+        return
+    session_id, stored = read
+    if stored is None:
+        index.forget(message.partition, session_id)
+    else:
+        touch(message.partition, session_id, stored)
+
+
+def index_changelog_records(
+    index: ExpiryIndex,
+    messages: Iterable[Any],
+    times: Callable[[bytes], tuple[float, bool, float | None]],
+) -> None:
+    """`index_changelog_record` for each of `messages` in turn, where a stored value's
+    `times` are `touch_at`'s (last seen, ended, wall): the touches of each run of one
+    partition's stored records go to the index in one `touch_all`."""
+    touches: list[Touch] = []
+    partition = -1
+    for message in messages:
+        if message.partition != partition and touches:
+            index.touch_all(partition, touches)
+            touches = []
+        partition = message.partition
+        read = _read_changelog(message, times)
+        if read is _UNREADABLE:
+            continue
+        session_id, stored = read
+        if stored is None:
+            if touches:
+                index.touch_all(partition, touches)
+                touches = []
+            index.forget(partition, session_id)
+        else:
+            touches.append((session_id, *stored))
+    if touches:
+        index.touch_all(partition, touches)
+
+
+_UNREADABLE: Any = object()
+
+
+def _read_changelog(message: Any, decode: Callable[[bytes], Stored]) -> tuple[str, Stored | None]:
+    """(session id, its decoded value; None for a tombstone), or `_UNREADABLE` for a
+    value that does not decode."""
     session_id = message.key.decode() if message.key else ""
     if message.value is None:
-        index.forget(message.partition, session_id)
-        return
+        return session_id, None
     try:
-        stored = decode(message.value)
+        return session_id, decode(message.value)
     except (ValueError, KeyError, TypeError):
-        return
-    touch(message.partition, session_id, stored)
+        return _UNREADABLE  # type: ignore[no-any-return]

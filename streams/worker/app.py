@@ -124,7 +124,13 @@ def create_app(
     )
     app.task(handler.sweep_carried_over)
     on_changelog.target = handler.on_changelog_records
-    _guard_commits(app, store, outputs, fetch_wait_ms=settings.fetch_wait_ms)
+    _guard_commits(
+        app,
+        store,
+        outputs,
+        fetch_wait_ms=settings.fetch_wait_ms,
+        changelog_batches=settings.changelog_batches,
+    )
     metrics.active_sessions.set_function(lambda: float(expiry.sessions()))
     metrics.worker_ready.set_function(lambda: 1.0 if worker_ready(app) else 0.0)
 
@@ -259,7 +265,12 @@ def _process_events_inline(
 
 
 def _guard_commits(
-    app: Any, store: TableSessionStore, outputs: Outputs, *, fetch_wait_ms: int
+    app: Any,
+    store: TableSessionStore,
+    outputs: Outputs,
+    *,
+    fetch_wait_ms: int,
+    changelog_batches: bool = False,
 ) -> None:
     """Before each offset commit: the sessions' noted records to the table, then the
     outputs' flush (which covers their changelog records), so an offset is committed
@@ -283,7 +294,9 @@ def _guard_commits(
         await store.write_pending_in_turns()
         await outputs.flush()
 
-    guard_commits(app, before_commit, fetch_wait_ms=fetch_wait_ms)
+    guard_commits(
+        app, before_commit, fetch_wait_ms=fetch_wait_ms, changelog_batches=changelog_batches
+    )
 
 
 def _canonical_url(settings: Settings) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import pydantic_core
 
 from loopwatch.models import reply_partition
 from loopwatch.streams.kafka.dead_letters import DeadLetter, send_dead_letter
-from loopwatch.streams.kafka.expiry import ExpiryIndex, index_changelog_record
+from loopwatch.streams.kafka.expiry import ExpiryIndex, index_changelog_records
 from loopwatch.streams.kafka.outputs import Outputs
 from loopwatch.streams.kafka.topics import Topics
 from loopwatch.streams.worker.metrics import Metrics
@@ -36,7 +36,7 @@ from loopwatch.streams.worker.pipeline import (
     process_record,
     sweep,
 )
-from loopwatch.streams.worker.record import RecordTimes, record_times
+from loopwatch.streams.worker.record import record_times
 from loopwatch.streams.worker.table_store import TableSessionStore
 
 log = logging.getLogger(__name__)
@@ -261,14 +261,7 @@ class RecordHandler:
     def on_changelog_records(self, messages: list[Any]) -> None:
         """Recovery reads changelog records: rebuild the expiry index from them (reading
         only the times of each record, not its state)."""
-        expiry, recovered = self._expiry, self._recovered
-        for message in messages:
-            index_changelog_record(expiry, message, record_times, recovered)
-
-    def _recovered(self, partition: int, session_id: str, record: RecordTimes) -> None:
-        self._expiry.touch_at(
-            partition, session_id, record.seen_at, ended=record.ended, wall=record.seen_wall
-        )
+        index_changelog_records(self._expiry, messages, record_times)
 
     def on_partitions_revoked(self, partitions: set[int]) -> None:
         for partition in partitions:

@@ -44,6 +44,16 @@ Private APIs touched, by module:
   `._unacked_messages`, `._waiting_for_ack`, `._buffered_partitions`, `.perform_seek`,
   `.flow_active`, `.diag`; `App.monitor.track_tp_end_offset` / `.stream_inbound_time`;
   `Conductor.batch_callbacks` (ours, in `inline`).
+* `changelog_hand_off` (`LOOPWATCH_CHANGELOG_BATCHES`, on by default: the changelog
+  topics' records handed to the table recovery per fetched batch, without faust events):
+  `Consumer._wait_next_records` (overridden: the changelog partitions' records taken out
+  of each fetch), `._read_offset`, `._buffered_partitions`, `.flow_active`,
+  `.suspend_flow`, `.highwater`; `App.tables.changelog_topics`, `App.tables.recovery`
+  (`batch_recovery.BatchRecovery.read_fetched`, which clears faust's
+  `Recovery.signal_recovery_end` in `_set_recovery_started`), `App.flow_control`,
+  `App.consumer_generation_id`, `App.monitor.track_tp_end_offset`; faust's stores'
+  `apply_changelog_batch` reads a `ChangelogRecord` as an event (`key`, `value`,
+  `message.tp`, `.offset`, `.partition`, `.key`, `.value`).
 * `loop_consumer` (aiokafka's consumer on the worker's event loop, without faust's
   consumer thread): `AIOKafkaConsumerThread` / mode `ServiceThread.start`, `.stop`,
   `._stop_children`, `._stop_futures`, `._stop_exit_stacks`, `._stopped_set`,

@@ -131,14 +131,24 @@ class GuardedEvent(faust.Event):
 
 
 def guard_commits(
-    app: Any, before_commit: Callable[[], Awaitable[None]], *, fetch_wait_ms: int = 0
+    app: Any,
+    before_commit: Callable[[], Awaitable[None]],
+    *,
+    fetch_wait_ms: int = 0,
+    changelog_batches: bool = False,
 ) -> None:
     """Give `app` the consumer of `offset_guard` (never commits past an unprocessed
-    event), which awaits `before_commit()` (the outputs' flush) before each commit and
-    whose fetches wait up to `fetch_wait_ms` while events keep coming (`fetch_wait`).
-    Call before the worker starts (faust builds its consumer from this transport)."""
+    event), which awaits `before_commit()` (the outputs' flush) before each commit, whose
+    fetches wait up to `fetch_wait_ms` while events keep coming (`fetch_wait`) and which,
+    with `changelog_batches`, hands changelog records to the table recovery per fetched
+    batch (`changelog_hand_off`). Call before the worker starts (faust builds its consumer
+    from this transport)."""
     app.transport = GuardedTransport(
-        app.conf.broker_consumer, app, before_commit=before_commit, fetch_wait_ms=fetch_wait_ms
+        app.conf.broker_consumer,
+        app,
+        before_commit=before_commit,
+        fetch_wait_ms=fetch_wait_ms,
+        changelog_batches=changelog_batches,
     )
 
 

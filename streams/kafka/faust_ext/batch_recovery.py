@@ -14,6 +14,10 @@ recovery once no active partition has records left (after flushing the buffers),
 aborted-transaction check on a quiet queue, the standbys' ready signal, the samples
 of its time estimate. What it changes: a record of a partition that is neither active
 nor standby is passed over (faust's loop applied it to the previous record's table).
+
+`read_fetched` does the loop's work for a partition's records handed over by the
+consumer as fetched (`changelog_hand_off`: no `Event`s, no queue); the loop then waits on
+an empty queue, and the end of a recovery is cleared when the next one starts.
 """
 
 from __future__ import annotations
@@ -59,7 +63,6 @@ class BatchRecovery(Recovery):
         quiet_turns = 0
         while not self.should_stop:
             try:
-                self.signal_recovery_end.clear()
                 batch: list[Any] = []
                 if queue.empty():
                     try:
@@ -74,16 +77,42 @@ class BatchRecovery(Recovery):
                 while len(batch) < MAX_BATCH and not queue.empty():
                     batch.append(queue.get_nowait())
                 await self._read_batch(batch)
-                await self._end_if_recovered(0)
-                standbys_ready = self._standbys_span is None and self.tables.standbys_ready
-                if not standbys_ready and not self.standby_remaining_total():
-                    log.debug("Completed standby partition fetch")
-                    if self._standbys_span:
-                        finish_span(self._standbys_span)
-                        self._standbys_span = None
-                    self.tables.on_standbys_ready()
+                await self._after_batch()
             except Exception as exc:  # faust's loop logs and goes on the same way
                 log.warning("Error in recovery %r", exc)
+
+    async def read_fetched(self, tp: TP, records: list[Any]) -> None:
+        """Records of changelog partition `tp` as the consumer fetched them, in offset
+        order (`changelog_hand_off`): what the loop does with a batch from its queue."""
+        if tp not in self.active_tps and tp not in self.standby_tps:
+            log.warning(
+                "recovery unknown topic %s offsets %s-%s", tp, records[0].offset, records[-1].offset
+            )
+            return
+        try:
+            await self._read_batch(records)
+            await self._after_batch()
+        except Exception as exc:  # as the loop: logged, and the fetch loop goes on
+            log.warning("Error in recovery %r", exc)
+
+    def _set_recovery_started(self) -> None:
+        super()._set_recovery_started()
+        # The end of the previous recovery is no news for this one (faust's loop cleared
+        # it before each record it took; records read by `read_fetched` do not pass
+        # through the loop, which may sit on an empty queue meanwhile).
+        self.signal_recovery_end.clear()
+
+    async def _after_batch(self) -> None:
+        """After each batch: recovery ended once the active partitions are read, standbys
+        signalled ready once theirs are."""
+        await self._end_if_recovered(0)
+        standbys_ready = self._standbys_span is None and self.tables.standbys_ready
+        if not standbys_ready and not self.standby_remaining_total():
+            log.debug("Completed standby partition fetch")
+            if self._standbys_span:
+                finish_span(self._standbys_span)
+                self._standbys_span = None
+            self.tables.on_standbys_ready()
 
     async def _read_batch(self, batch: Sequence[Any]) -> None:
         """Note each new record's offset, hand them to their tables, buffer them for the

@@ -30,6 +30,7 @@ from mode import Service
 from mode.services import WaitResults
 
 from loopwatch.streams.kafka.faust_ext.batch_hand_off import BatchHandOff
+from loopwatch.streams.kafka.faust_ext.changelog_hand_off import ChangelogHandOff
 from loopwatch.streams.kafka.faust_ext.loop_consumer import SameLoopConsumerThread
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class InlineHandOff(Service):
         )
 
 
-class GuardedConsumer(BatchHandOff, InlineHandOff, aiokafka_driver.Consumer):
+class GuardedConsumer(ChangelogHandOff, BatchHandOff, InlineHandOff, aiokafka_driver.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()
@@ -233,7 +234,9 @@ def _resume(coro: Coroutine[Any, Any, Any], awaiting: Any) -> Generator[Any, Any
 class GuardedTransport(aiokafka_driver.Transport):
     """faust's aiokafka transport with `GuardedConsumer`; `before_commit` is awaited
     before each offset commit (`streams.kafka.faust_ext.guard_commits`); `fetch_wait_ms`: the
-    consumer's adaptive fetch wait (`streams.kafka.faust_ext.fetch_wait`, 0: none)."""
+    consumer's adaptive fetch wait (`streams.kafka.faust_ext.fetch_wait`, 0: none);
+    `changelog_batches`: changelog records handed to recovery per fetched batch
+    (`streams.kafka.faust_ext.changelog_hand_off`)."""
 
     Consumer = GuardedConsumer
 
@@ -242,8 +245,10 @@ class GuardedTransport(aiokafka_driver.Transport):
         *args: Any,
         before_commit: Callable[[], Awaitable[None]] | None = None,
         fetch_wait_ms: int = 0,
+        changelog_batches: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.before_commit = before_commit
         self.fetch_wait_ms = fetch_wait_ms
+        self.changelog_batches = changelog_batches
