@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from loopwatch.streams.detector.episodes import OpenEpisode
@@ -155,23 +156,35 @@ class SessionState:
         if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported session state version {version!r}")
         if rules is None:
-            rules = ALL_RULES.keeping(
-                [tracker for tracker in ALL_RULES.trackers if tracker.key in snapshot]
-            )
-        parts = [
-            tracker.from_snapshot(snapshot[tracker.key])
-            if tracker.key in snapshot
-            else tracker.empty()
-            for tracker in rules.trackers
-        ]
+            rules = _kept_by_keys(tuple(snapshot))
+            # (every tracker of `rules` has its key in the snapshot)
+            parts = [tracker.from_snapshot(snapshot[tracker.key]) for tracker in rules.trackers]
+        else:
+            parts = [
+                tracker.from_snapshot(snapshot[tracker.key])
+                if tracker.key in snapshot
+                else tracker.empty()
+                for tracker in rules.trackers
+            ]
         return cls(
-            last_seq=int(snapshot["last_seq"]),
-            last_ts=datetime.fromisoformat(snapshot["last_ts"]),
-            calls=dict(snapshot["calls"]),
-            parts=parts,
-            rules=rules,
-            step_pending=tuple(int(item) for item in snapshot.get("step", ())),
-            episodes=_episodes(snapshot),
-            loops=int(snapshot.get("loops", 0)),
-            mode=str(snapshot.get("mode", "")),
+            int(snapshot["last_seq"]),
+            datetime.fromisoformat(snapshot["last_ts"]),
+            dict(snapshot["calls"]),
+            parts,
+            rules,
+            tuple([int(item) for item in snapshot.get("step", ())]),
+            _episodes(snapshot),
+            int(snapshot.get("loops", 0)),
+            str(snapshot.get("mode", "")),
         )
+
+
+@lru_cache(maxsize=256)
+def _kept_by_keys(keys: tuple[str, ...]) -> RuleSet:
+    """The part of `ALL_RULES` whose trackers' keys are among a snapshot's `keys`,
+    remembered per key list (snapshots are written with few distinct ones): a cold
+    session's record is decoded at each of its events (docs/performance.md, "The
+    pipeline's CPU, third cut"). Pure: the cache changes the cost only
+    (`RuleSet.keeping` gives the same set object for the same trackers)."""
+    present = frozenset(keys)
+    return ALL_RULES.keeping([tracker for tracker in ALL_RULES.trackers if tracker.key in present])

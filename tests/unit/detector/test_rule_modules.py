@@ -4,11 +4,14 @@ the others."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from loopwatch.models import RULES, AgentEvent, DetectionConfig
 from loopwatch.streams.detector import (
+    ALL_RULES,
     DEFAULT_TEXTS,
     SEED_ORDER,
     SEED_RULES,
@@ -130,6 +133,25 @@ def test_a_session_judged_by_the_seed_profile_keeps_the_seed_snapshot_format() -
         assert ("batch" in snapshot) == (not 2 <= index < 5), index  # rule 4 result-aware
         again = SessionState.from_snapshot(json.loads(json.dumps(snapshot)))
         assert again.rules is switched.rules and again.to_snapshot() == snapshot
+
+
+_TS = datetime(2026, 12, 2, 9, tzinfo=UTC)
+
+
+def test_a_snapshot_loads_with_the_rules_whose_keys_it_has() -> None:
+    """`from_snapshot` without rules keeps the trackers of `ALL_RULES` whose keys the
+    snapshot has (remembered per key list): for every subset of the trackers, the set
+    `ALL_RULES.keeping` gives, the same object each time, whatever the keys' order."""
+    trackers = ALL_RULES.trackers
+    for size in range(len(trackers) + 1):
+        for kept in itertools.combinations(trackers, size):
+            expected = ALL_RULES.keeping(kept)
+            state = SessionState(0, _TS, {}, expected.empty_parts(), expected)
+            snapshot = json.loads(json.dumps(state.to_snapshot()))
+            loaded = SessionState.from_snapshot(snapshot)
+            assert loaded.rules is expected and loaded == state
+            backwards = dict(reversed(list(snapshot.items())))
+            assert SessionState.from_snapshot(backwards).rules is expected
 
 
 def test_a_state_loaded_from_an_old_snapshot_goes_on_as_if_never_saved() -> None:

@@ -4,11 +4,12 @@ records written by the code before them (version 1, all JSON) still load, and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from loopwatch.streams.detector import SessionState
@@ -99,6 +100,25 @@ def test_a_record_round_trips(record: SessionRecord) -> None:
         record.ended,
         record.seen_wall,
     )
+
+
+@settings(max_examples=100)
+@given(records)
+def test_a_record_and_its_state_at_the_same_time_share_it(record: SessionRecord) -> None:
+    """The pipeline's records hold the event's time in the record and in its state: it
+    is written the same as two equal datetimes are, and read back as one object."""
+    assume(record.state is not None)
+    assert record.state is not None
+    shared = dataclasses.replace(
+        record, state=dataclasses.replace(record.state, last_ts=record.last_ts)
+    )
+    equal = datetime.fromisoformat(record.last_ts.isoformat())
+    apart = dataclasses.replace(record, state=dataclasses.replace(record.state, last_ts=equal))
+    assert shared.encode() == apart.encode()
+    decoded = SessionRecord.decode(shared.encode())
+    assert decoded == shared
+    assert decoded.state is not None and decoded.last_ts is decoded.state.last_ts
+    assert decoded.encode() == shared.encode()
 
 
 def test_a_version_1_record_loads_and_its_times_read_alike() -> None:
