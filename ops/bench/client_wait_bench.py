@@ -2,7 +2,8 @@
 
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/client_wait_bench.py \
         [--only paced|closed] [--seconds 15] [--rate 1000] [--sessions 500] \
-        [--closed-sessions 32] [--steps 10] [--linger-ms N] [--no-floor]
+        [--closed-sessions 32] [--steps 10] [--linger-ms N] [--no-floor] [--rounds 1] \
+        [--worker-env VAR=VALUE ...]
 
 One `loopwatch worker` child (topics and app id of its own, 12 partitions) and one
 `LoopwatchClient`, used only as a runtime uses it: `open_session`, publish, `verdicts()`.
@@ -35,6 +36,10 @@ detection) that answers each event with a fixed verdict on a verdicts topic of i
 What the client waits for there is the broker's and the clients' part of the wait; the
 worker's p50 and p99 are printed as a ratio of the floor's, which is what a run on a busy
 2-core machine can compare (absolute waits swing several-fold with what else runs).
+`--rounds N` alternates the two N times per load (worker, floor, worker, floor, ...), so
+a change in what else runs lands on both; it prints each round's ratios and their
+median. `--worker-env VAR=VALUE` starts the worker with a setting of its own (e.g.
+`LOOPWATCH_BATCH_HAND_OFF=true`).
 Benchmarks print; tests never time.
 """
 
@@ -176,15 +181,29 @@ def p50_p99(values: list[float]) -> tuple[float, float]:
     return q[49], q[98]
 
 
-def report_floor(worker: Load, floor: Load) -> None:
-    """The worker's wait as a ratio of the echo floor's, measured just after it."""
+def report_floor(worker: Load, floor: Load) -> tuple[float, float] | None:
+    """The worker's wait as a ratio of the echo floor's, measured just after it: printed,
+    and returned as (p50 ratio, p99 ratio)."""
     if len(worker.waited) < 2 or len(floor.waited) < 2:
         print("  against the floor: n/a")
-        return
+        return None
     (w50, w99), (f50, f99) = p50_p99(worker.waited), p50_p99(floor.waited)
     print(
         f"{worker.name} against the echo floor: p50 {w50 * 1000:.1f} / {f50 * 1000:.1f} ms "
         f"= {w50 / f50:.2f}x, p99 {w99 * 1000:.1f} / {f99 * 1000:.1f} ms = {w99 / f99:.2f}x"
+    )
+    return w50 / f50, w99 / f99
+
+
+def report_rounds(name: str, ratios: list[tuple[float, float]]) -> None:
+    """Each round's ratios against the floor, and their median (`--rounds` > 1)."""
+    if len(ratios) < 2:
+        return
+    p50s, p99s = [r[0] for r in ratios], [r[1] for r in ratios]
+    print(
+        f"{name}, {len(ratios)} rounds against the echo floor: "
+        f"p50 {' '.join(f'{x:.2f}x' for x in p50s)} (median {statistics.median(p50s):.2f}x), "
+        f"p99 {' '.join(f'{x:.2f}x' for x in p99s)} (median {statistics.median(p99s):.2f}x)"
     )
 
 
@@ -300,6 +319,11 @@ async def main_async(args: argparse.Namespace) -> None:
     env = worker_env(args.bootstrap, prefix, args.partitions)
     if args.linger_ms is not None:
         env["LOOPWATCH_OUTPUT_LINGER_MS"] = str(args.linger_ms)
+    for assignment in args.worker_env:
+        name, sep, value = assignment.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--worker-env {assignment!r}: expected VAR=VALUE")
+        env[name] = value
     settings = Settings.from_env(env)
     await create_topics(settings)
     floor_settings = Settings.from_env(
@@ -325,12 +349,17 @@ async def main_async(args: argparse.Namespace) -> None:
             if args.only in (None, "closed"):
                 kinds.append(("closed", args.closed_sessions, None))
             for name, agents, interval in kinds:
-                load = Load(name, agents, interval)
-                await measure(load, settings, worker.pid or 0, args)
-                if echo is not None:
-                    floor = Load(f"{name} (echo floor)", agents, interval)
-                    await measure(floor, floor_settings, echo.pid, args)
-                    report_floor(load, floor)
+                ratios: list[tuple[float, float]] = []
+                for round_ in range(1, args.rounds + 1):
+                    label = name if args.rounds == 1 else f"{name}, round {round_}"
+                    load = Load(label, agents, interval)
+                    await measure(load, settings, worker.pid or 0, args)
+                    if echo is not None:
+                        floor = Load(f"{label} (echo floor)", agents, interval)
+                        await measure(floor, floor_settings, echo.pid, args)
+                        if ratio := report_floor(load, floor):
+                            ratios.append(ratio)
+                report_rounds(name, ratios)
             print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finally:
             if echo is not None:
@@ -358,6 +387,16 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10, help="tool steps per session")
     parser.add_argument("--linger-ms", type=int, help="the worker's LOOPWATCH_OUTPUT_LINGER_MS")
     parser.add_argument("--no-floor", action="store_true", help="no echo floor")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="worker and floor alternated, per load"
+    )
+    parser.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="a setting for the worker (repeatable)",
+    )
     parser.add_argument(
         "--gc-freeze",
         action="store_true",
