@@ -18,7 +18,6 @@ until verdicts flow again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +39,9 @@ if TYPE_CHECKING:
     from loopwatch.streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+LINK_STOP_GRACE = 5.0
+"""Seconds beyond `close_timeout` that `close()` waits for its cancelled link to stop."""
 
 
 def _utc_now() -> datetime:
@@ -184,10 +186,18 @@ class LoopwatchClient:
             deadline = time.monotonic() + self.close_timeout
             while (len(self._outbox) or link.in_flight) and time.monotonic() < deadline:
                 await asyncio.wait([self._delivered_future()], timeout=deadline - time.monotonic())
-        if self._linking is not None:
-            self._linking.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._linking
+        linking = self._linking
+        if linking is not None:
+            linking.cancel()
+            # bounded: a link that will not stop is left behind, never waited on for ever
+            done, _ = await asyncio.wait({linking}, timeout=self.close_timeout + LINK_STOP_GRACE)
+            if not done:
+                log.warning(
+                    "loopwatch's Kafka link did not stop within %.1fs; closing without it",
+                    self.close_timeout + LINK_STOP_GRACE,
+                )
+            elif not linking.cancelled():
+                linking.exception()  # retrieved: the link logs its own failures
         self._stats.dropped += len(link.in_flight)
         link.in_flight = []
         self._outbox.drop_all()

@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import reply_header
 from loopwatch.streams.client.breaker import CircuitBreaker
+from loopwatch.streams.client.cancelling import raise_if_cancelling
 from loopwatch.streams.client.claim import PartitionClaim
 from loopwatch.streams.client.outbox import Outbox, Outgoing
 from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader
@@ -100,6 +101,7 @@ class KafkaLink:
                 try:
                     await asyncio.wait_for(self._connect_once(), CONNECT_TIMEOUT)
                 except Exception as exc:  # fail-open: retried every probe_interval
+                    raise_if_cancelling()  # closed as the attempt failed: stop, not retry
                     self._breaker.failure("connect")
                     cause = describe_failure(exc)
                     if cause != said:  # once per cause, not per retry
@@ -181,6 +183,7 @@ class KafkaLink:
     async def _send_forever(self) -> None:
         """Deliver the buffer in order, one batch in flight at a time."""
         while True:
+            raise_if_cancelling()  # a failed delivery may have swallowed close()'s cancel
             await self._outbox.wait_ready()
             self.in_flight = self._outbox.take()
             failed, error = await self._deliver(self.in_flight)
