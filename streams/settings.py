@@ -138,11 +138,12 @@ class Settings(BaseModel):
     """While events keep coming, how long the broker may hold a fetch for a few more
     (streams.kafka.faust_ext.fetch_wait): less CPU per event (worker and broker) for a few ms
     more wait per model call; 0 (the default): every fetch returns with the first record."""
-    batch_hand_off: bool = False
+    batch_hand_off: bool = True
     """Hand the events topic's records to the worker a fetched batch per partition at a
     time (streams.kafka.faust_ext.batch_hand_off) instead of one record at a time through
     faust's fetch loop: the same processing per record, faust's per-record bookkeeping
-    once per batch (docs/performance.md, "Batches per partition")."""
+    once per batch (docs/performance.md, "Batches per partition"). False: faust's
+    per-record loop."""
     changelog_batches: bool = True
     """Hand the session table's changelog records to its recovery a fetched batch per
     partition at a time, straight from the consumer (streams.kafka.faust_ext.changelog_hand_off)

@@ -39,7 +39,7 @@ worker's p50 and p99 are printed as a ratio of the floor's, which is what a run 
 `--rounds N` alternates the two N times per load (worker, floor, worker, floor, ...), so
 a change in what else runs lands on both; it prints each round's ratios and their
 median. `--worker-env VAR=VALUE` starts the worker with a setting of its own (e.g.
-`LOOPWATCH_BATCH_HAND_OFF=true`).
+`LOOPWATCH_BATCH_HAND_OFF=false` for the per-record loop).
 Benchmarks print; tests never time.
 """
 

@@ -1,7 +1,8 @@
-"""The batch hand-off (`LOOPWATCH_BATCH_HAND_OFF=true`) on the real broker: a worker killed
-with `kill -9` in the middle of a backlog, and one joined by a second (a rebalance splits
-its batches), give `loopwatch scan`'s verdicts for every event, any repeat identical.
-(`TEST_BATCH_HAND_OFF=1` runs the whole integration suite over the batch hand-off.)"""
+"""The batch hand-off (`LOOPWATCH_BATCH_HAND_OFF`, the default) on the real broker: a
+worker killed with `kill -9` in the middle of a backlog (also on faust's per-record loop),
+and one joined by a second (a rebalance splits its batches), give `loopwatch scan`'s
+verdicts for every event, any repeat identical. (`TEST_BATCH_HAND_OFF=0` runs the whole
+integration suite over the per-record loop.)"""
 
 from __future__ import annotations
 
@@ -39,11 +40,14 @@ def _distinct(records: list[Any]) -> dict[tuple[str, int], dict[str, Any]]:
     return got
 
 
+@pytest.mark.parametrize("batches", ["true", "false"])
 async def test_a_worker_killed_in_a_backlog_loses_and_contradicts_no_verdict(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, batches: str
 ) -> None:
     env = WorkerEnv.unique(
-        kafka_bootstrap, partitions=4, extra=(BATCHES, ("LOOPWATCH_WORKER_ID", "batches"))
+        kafka_bootstrap,
+        partitions=4,
+        extra=(("LOOPWATCH_BATCH_HAND_OFF", batches), ("LOOPWATCH_WORKER_ID", "batches")),
     )
     await env.create_topics()
     events = loop_dense_stream(sessions=600, steps=12, seed=5)

@@ -94,7 +94,7 @@ class WorkerEnv:
     def env(self, web_port: int) -> dict[str, str]:
         data_dir = Path(f"/tmp/{self.prefix}")
         env = isolated_env(self.bootstrap, self.prefix, self.partitions, web_port, data_dir)
-        env.update(batch_hand_off_env())  # TEST_BATCH_HAND_OFF=1: the suite over batches
+        env.update(batch_hand_off_env())  # TEST_BATCH_HAND_OFF=0: the suite per record
         env.update(self.extra)  # may override any of the above (e.g. LOOPWATCH_DATA_DIR)
         return env
 

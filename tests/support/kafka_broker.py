@@ -122,7 +122,9 @@ def release_secure_broker() -> None:
 
 
 def batch_hand_off_env() -> dict[str, str]:
-    """`TEST_BATCH_HAND_OFF=1` runs the workers of the integration tests with the per-batch
-    hand-off of the events topic (`LOOPWATCH_BATCH_HAND_OFF`, off by default): the same
-    suite over both paths."""
-    return {"LOOPWATCH_BATCH_HAND_OFF": "true"} if os.environ.get("TEST_BATCH_HAND_OFF") else {}
+    """`TEST_BATCH_HAND_OFF=0` runs the workers of the integration tests with faust's
+    per-record loop (`LOOPWATCH_BATCH_HAND_OFF=false`; the batch hand-off is the default):
+    the same suite over both paths."""
+    if os.environ.get("TEST_BATCH_HAND_OFF") == "0":
+        return {"LOOPWATCH_BATCH_HAND_OFF": "false"}
+    return {}

@@ -36,7 +36,7 @@ Private APIs touched, by module:
   `Consumer._wait_next_records` (overridden in `offset_guard`, to count the fetched
   records), `Message.generation_id` / `.tracked`, `App.consumer_generation_id`,
   `App.flow_control`.
-* `batch_hand_off` (opt-in, `LOOPWATCH_BATCH_HAND_OFF`: the events topic's records handed
+* `batch_hand_off` (`LOOPWATCH_BATCH_HAND_OFF`, on by default: the events topic's records handed
   over a fetched batch per partition at a time): `Consumer._drain_messages` (overridden in
   `offset_guard.GuardedConsumer`, faust's loop kept for every other topic),
   `._wait_next_records`, `._read_offset`, `._add_gap`, `._to_message`, `._acked`,

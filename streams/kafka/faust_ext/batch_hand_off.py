@@ -1,5 +1,5 @@
-"""Records of a topic handed over a fetched batch per partition at a time (opt-in,
-`LOOPWATCH_BATCH_HAND_OFF`).
+"""Records of a topic handed over a fetched batch per partition at a time
+(`LOOPWATCH_BATCH_HAND_OFF`, on by default).
 
 faust's fetch loop (`Consumer._drain_messages`) takes the records aiokafka's `getmany`
 fetched (a list per partition) and, one record at a time: goes round-robin over the
