@@ -12,6 +12,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
+from loopwatch.streams.cancelling import raise_if_cancelling
+
 log = logging.getLogger(__name__)
 
 CLAIM_POLL_MS = 1000
@@ -62,6 +64,7 @@ class PartitionClaim(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 await self._consumer.getmany(timeout_ms=CLAIM_POLL_MS)  # all paused
             except KafkaError as exc:
+                raise_if_cancelling()  # stopped as the poll failed: stop, not retry
                 log.warning("verdict partition claim: %s; retrying", type(exc).__name__)
                 await asyncio.sleep(ERROR_BACKOFF_SECONDS)
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from loopwatch.models import reply_header
+from loopwatch.streams.cancelling import raise_if_cancelling
 from loopwatch.streams.client.breaker import CircuitBreaker
-from loopwatch.streams.client.cancelling import raise_if_cancelling
 from loopwatch.streams.client.claim import PartitionClaim
 from loopwatch.streams.client.outbox import Outbox, Outgoing
 from loopwatch.streams.client.reader import FETCH_MAX_WAIT_MS, VerdictReader

@@ -49,6 +49,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
 from loopwatch.models import VERDICT_ADAPTER, LoopVerdict
+from loopwatch.streams.cancelling import raise_if_cancelling
 from loopwatch.streams.client.claim import PartitionClaim
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,7 @@ class VerdictReader:
                     await self._assign(self._wanted())
                 batches = await self._consumer.getmany(timeout_ms=500, max_records=1000)
             except KafkaError as exc:
+                raise_if_cancelling()  # stopped as the read failed: stop, not retry
                 log.warning("verdict reader: %s; retrying", type(exc).__name__)
                 await asyncio.sleep(ERROR_BACKOFF_SECONDS)
                 continue

@@ -20,6 +20,7 @@ from aiokafka.errors import CommitFailedError
 
 from loopwatch.models import InvalidPolicy, Policy, parse_policy
 from loopwatch.models.policy import check_key
+from loopwatch.streams.cancelling import raise_if_cancelling
 from loopwatch.streams.kafka.dead_letters import DeadLetter, SourcePosition, dead_letter_headers
 from loopwatch.streams.settings import Settings
 from loopwatch.streams.worker.policy_book import PolicyBook
@@ -269,5 +270,6 @@ async def _retrying(attempt: Callable[[], Awaitable[None]], what: str) -> NoRetu
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            raise_if_cancelling()  # stopped as the attempt failed (3.11's wait_for): stop
             log.warning("%s failed (%s); again in %g s", what, type(exc).__name__, RETRY_SECONDS)
         await asyncio.sleep(RETRY_SECONDS)  # backoff before the next attempt
