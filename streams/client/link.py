@@ -12,7 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import ClusterAuthorizationFailedError
 
 from loopwatch.models import reply_header
 from loopwatch.streams.cancelling import raise_if_cancelling
@@ -135,14 +136,15 @@ class KafkaLink:
             isolation_level="read_committed",
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except ClusterAuthorizationFailedError:
+            # idempotence asks for WRITE on some topic: a principal with no rights at all
+            # fails here, and the rights it lacks are the clearer cause
+            await self._raise_if_rights_missing(self._producer.client)
+            raise
         # a missing ACL: one clear cause now, not a wait on metadata that never comes
-        missing = await missing_topic_rights(
-            self._producer.client,
-            [(self._events_topic, ("WRITE",)), (self._verdicts_topic, ("READ",))],
-        )
-        if missing:
-            raise MissingRight(missing_rights_message(missing))
+        await self._raise_if_rights_missing(self._producer.client)
         await self._consumer.start()
         partitions = await self._producer.partitions_for(self._verdicts_topic)
         reader = VerdictReader(self._consumer, self._verdicts_topic, len(partitions), self._claim())
@@ -155,6 +157,13 @@ class KafkaLink:
         for session_id, session in self._sessions.items():  # opened while connecting
             reader.watch(session_id, session.on_verdict)
         self.reader = reader  # from now on open_session watches by itself
+
+    async def _raise_if_rights_missing(self, client: AIOKafkaClient) -> None:
+        missing = await missing_topic_rights(
+            client, [(self._events_topic, ("WRITE",)), (self._verdicts_topic, ("READ",))]
+        )
+        if missing:
+            raise MissingRight(missing_rights_message(missing))
 
     def _claim(self) -> PartitionClaim | None:
         if self._runtime_group is None:
