@@ -10,19 +10,19 @@ client's line stands for them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka.conn import create_conn
 from aiokafka.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,
     SaslAuthenticationFailed,
     TopicAuthorizationFailedError,
 )
+
+from loopwatch.streams.kafka.security import probe_connection
 
 
 class MissingRight(RuntimeError):
@@ -87,11 +87,7 @@ async def explain(exc: BaseException, options: Mapping[str, Any]) -> str:
     host, _, port = server.rpartition(":")
     kwargs = {key: options[key] for key in CONNECTION_OPTIONS if key in options}
     try:
-        async with asyncio.timeout(PROBE_SECONDS):
-            conn = await create_conn(
-                host.strip("[]"), int(port), request_timeout_ms=int(PROBE_SECONDS * 1000), **kwargs
-            )
-        conn.close()
+        await probe_connection(host.strip("[]"), int(port), PROBE_SECONDS, **kwargs)
     except Exception as refused:  # the cause, if it is one retrying cannot fix
         specific = describe_failure(refused)
         if specific != type(refused).__name__:

@@ -12,13 +12,38 @@ from __future__ import annotations
 import asyncio
 import ssl
 from datetime import UTC, datetime
+from typing import Any
 
-from aiokafka.conn import create_conn
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import KafkaConnectionError, KafkaError, SaslAuthenticationFailed
 
 from loopwatch.streams.settings import Settings
 
 PROBE_TIMEOUT_SECONDS = 5.0
+PROBE_CLOSE_SECONDS = 2.0
+"""How long a probe waits for its socket to close (a refused TLS connection shuts down
+in the background; left to it, the socket outlives the caller's event loop)."""
+
+
+async def probe_connection(host: str, port: int, timeout: float, **options: Any) -> None:
+    """One connection to `host:port` as aiokafka makes it (TLS, version lookup, SASL
+    login), closed again; raises what aiokafka raised, TimeoutError after `timeout`. The
+    socket, if one was opened, is closed (or `PROBE_CLOSE_SECONDS` passed) on return."""
+    opened: list[object] = []
+    conn = AIOKafkaConnection(
+        host,
+        port,
+        request_timeout_ms=int(timeout * 1000),
+        on_close=lambda *_: opened.append(True),  # called only if a socket was opened
+        **options,
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            await conn.connect()
+    finally:
+        closed = conn.close()
+        if opened and closed is not None:
+            await asyncio.wait({closed}, timeout=PROBE_CLOSE_SECONDS)
 
 
 def certificate_expiry(path: str) -> datetime | None:
@@ -54,11 +79,7 @@ async def refusal(settings: Settings, timeout: float = PROBE_TIMEOUT_SECONDS) ->
     host, _, port = server.rpartition(":")
     host = host.strip("[]")
     try:
-        async with asyncio.timeout(timeout):
-            conn = await create_conn(
-                host, int(port), request_timeout_ms=int(timeout * 1000), **kwargs
-            )
-        conn.close()
+        await probe_connection(host, int(port), timeout, **kwargs)
         return None
     except SaslAuthenticationFailed:
         return (
