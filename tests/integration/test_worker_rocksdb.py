@@ -1,8 +1,10 @@
 """The worker with its `sessions` table in RocksDB (`LOOPWATCH_STORE=rocksdb://`), on the
 real broker: after a graceful stop the local store holds exactly what the changelog holds
 (same values, persisted offsets at the changelog's end), a restart on the same data dir
-resumes from there and continues every session (its sessions still expire), and a restart
-on an empty data dir recovers from the changelog alone."""
+resumes from there and continues every session (its sessions still expire), a restart
+on an empty data dir recovers from the changelog alone, and a worker killed (SIGKILL) as
+soon as it has done so, its restore written without RocksDB's WAL, leaves the whole
+changelog in its store."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tests.integration.worker_harness import (
     WorkerProcess,
     consume,
     event_records,
+    failover_deadline,
     produce,
     scan_verdicts,
     until_worker_clock_passes,
@@ -235,3 +238,57 @@ async def test_sessions_kept_in_rocksdb_still_expire_after_a_restart(
     last_offset, live = (await _changelog(env))[0]
     assert set(live) == {b"busy"}, "the idle session was not deleted: " + log[-3000:]
     assert _stored(data_dir, 0) == (last_offset, live)
+
+
+async def test_a_worker_killed_right_after_restoring_without_local_state_keeps_it(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The restore writes RocksDB without its WAL (`faust_ext.rocksdb_restore`) and flushes
+    once recovery completes: a worker SIGKILLed as soon as it is ready, after restoring
+    from the changelog alone, leaves a store that holds the whole changelog, from which
+    the next worker resumes (replaying nothing) and continues every session."""
+    base = WorkerEnv.unique(kafka_bootstrap)
+    env = _rocksdb_env(base, tmp_path / "data-first")
+    await env.create_topics()
+    sessions = [SessionBuilder(f"restored-{i}") for i in range(12)]
+    first: list[AgentEvent] = []
+    for b in sessions:
+        first += [b.user("fix it"), *_repeat(b), *_repeat(b)]
+    worker = WorkerProcess(env, tmp_path, "first")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(first))
+        before = await _verdicts(env, len(first))
+        assert len(before) == len(first), worker.log()[-3000:]
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    assert code == 0, worker.log()[-3000:]
+    changelog = await _changelog(env)
+    assert sum(len(keys) for _, keys in changelog.values()) == len(sessions)
+
+    restored_dir = tmp_path / "data-restored"  # empty: everything from the changelog
+    env = _rocksdb_env(base, restored_dir)
+    worker = WorkerProcess(env, tmp_path, "restoring")
+    try:
+        await worker.wait_ready(failover_deadline(env.settings()))
+    finally:
+        code = worker.stop(signal.SIGKILL)  # no goodbye, no flush of its own
+    assert code == -signal.SIGKILL, worker.log()[-3000:]
+    for partition, (last_offset, live) in changelog.items():
+        assert _stored(restored_dir, partition) == (last_offset, live), worker.log()[-3000:]
+    last_offsets = {p: -1 if last is None else last for p, (last, _) in changelog.items()}
+
+    third: list[AgentEvent] = []
+    for b in sessions:
+        third += _repeat(b)
+    worker = WorkerProcess(env, tmp_path, "after-kill")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(third))
+        # (the killed member holds its partitions until the group's session timeout)
+        after = await _verdicts(env, len(first) + len(third))
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    log = worker.log()
+    assert code == 0, log[-3000:]
+    _check_warned_third_time(after, third, log)
+    assert after == scan_verdicts(first + third), log[-3000:]
+    assert _recovery_starts(log, env.changelog) == last_offsets

@@ -54,6 +54,14 @@ Private APIs touched, by module:
   `App.consumer_generation_id`, `App.monitor.track_tp_end_offset`; faust's stores'
   `apply_changelog_batch` reads a `ChangelogRecord` as an event (`key`, `value`,
   `message.tp`, `.offset`, `.partition`, `.key`, `.value`).
+* `rocksdb_restore` (the `rocksdb://` table's store, set up by `session_table`'s
+  `_new_store_by_url`: changelog records and offset in one RocksDB write per partition,
+  without the WAL while an active partition is restored): faust's RocksDB `Store` subclassed
+  (`apply_changelog_batch`, `set_persisted_offset`, `_set`, `_del`, `on_rebalance`,
+  `on_recovery_completed`, `stop` extended), its `offset_key`, `_dbs`, `_db_for_partition`,
+  `use_rocksdict`; `Collection._new_store_by_url`; `App.tables.recovery.in_recovery` /
+  `.active_tps`; rocksdict 0.3.29's `WriteOptions.disable_wal` (a property, though its stub
+  says a method), `Rdict.set_options` (`disable_auto_compactions`), `Rdict.flush`.
 * `loop_consumer` (aiokafka's consumer on the worker's event loop, without faust's
   consumer thread): `AIOKafkaConsumerThread` / mode `ServiceThread.start`, `.stop`,
   `._stop_children`, `._stop_futures`, `._stop_exit_stacks`, `._stopped_set`,

@@ -30,7 +30,9 @@ from typing import Any, Protocol
 import faust
 from faust.streams import _current_event
 from faust.types import TP
+from faust.types.stores import StoreT
 from faust.types.tuples import Message
+from yarl import URL
 
 STORED_RECORDS_PER_YIELD = 1000
 """Stored records passed to `on_changelog_event` between two yields to the event loop."""
@@ -99,6 +101,30 @@ class SessionTable(faust.Table[bytes, bytes]):
                 if tp not in self.app.assignor.assigned_actives():
                     return  # revoked meanwhile
         await self.on_changelog_events(events)
+
+    def _new_store_by_url(self, url: str | URL) -> StoreT[bytes, bytes]:
+        """faust's store for `url`; for `rocksdb://`, `rocksdb_restore.RestoringStore` (the
+        restore's own apply of changelog records). Other stores are faust's, unchanged."""
+        if URL(url).scheme != "rocksdb":
+            return super()._new_store_by_url(url)
+        # lazy: faust's RocksDB store module loads rocksdict when installed, which the
+        # memory store does without
+        from loopwatch.streams.kafka.faust_ext.rocksdb_restore import (  # noqa: PLC0415
+            RestoringStore,
+        )
+
+        return RestoringStore(
+            url,
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+        )
 
     def _new_changelog_topic(self, **kwargs: Any) -> Any:
         topic: Any = super()._new_changelog_topic(**kwargs)
