@@ -3,11 +3,11 @@
 `app.create_app(settings)` wires it; `loopwatch worker` runs it. One record's way:
 
 1. **Fetch.** aiokafka's consumer runs on the worker's one event loop and thread
-   (`kafka.faust_ext.loop_consumer`); the events topic's records are handed over one at a
-   time as the fetch loop yields them, without a faust stream (`kafka.faust_ext.inline`);
-   by default (`LOOPWATCH_BATCH_HAND_OFF`) a fetched batch per partition at a time
-   (`kafka.faust_ext.batch_hand_off`, `app.handle_batch`: steps 2-5 for each record of
-   the batch in offset order, step 6 once for the batch), with it false one at a time.
+   (`kafka.faust_ext.loop_consumer`); the events topic's records are handed over without
+   a faust stream, by default (`LOOPWATCH_BATCH_HAND_OFF`) a fetched batch per partition
+   at a time (`kafka.faust_ext.batch_hand_off`, `app.handle_batch`: steps 2-5 for each
+   record of the batch in offset order, step 6 once for the batch), with it false one at
+   a time as the fetch loop yields them (`kafka.faust_ext.inline`).
 2. **In order.** `app.handle_fetched` asks `kafka.faust_ext.offset_order.OffsetOrder`
    whether the record is the partition's next offset; one beyond it means faust dropped
    records, and the partition is read again from the first missing offset.

@@ -92,11 +92,8 @@ class RestoringStore(Store):
             seen = offsets.get(tp)
             if seen is None or offset > seen:
                 offsets[tp] = offset
-        for tp, offset in offsets.items():
-            write = writes.get(tp.partition)
-            if write is None:
-                write = writes[tp.partition] = WriteBatch(raw_mode=True)
-            write.put(offset_key, str(offset).encode())
+        for tp, offset in offsets.items():  # (each tp's partition has its write above)
+            writes[tp.partition].put(offset_key, str(offset).encode())
         without_wal = {tp.partition for tp in offsets if tp in unlogged}
         for partition, write in writes.items():
             db = self._db_for_partition(partition)
