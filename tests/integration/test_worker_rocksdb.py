@@ -37,13 +37,21 @@ pytestmark = pytest.mark.kafka
 
 if not in_ci():  # CI installs the rocksdb extra (`make venv`): there a missing one fails
     pytest.importorskip("rocksdict", reason="the rocksdb extra: pip install -e '.[rocksdb]'")
-from tests.support.rocksdb_store import partition_db, stored  # noqa: E402
+from rocksdict import AccessType, Options, Rdict  # noqa: E402
+
+OFFSET_KEY = b"__faust\0offset__"
+"""Where faust's RocksDB store keeps a partition's persisted changelog offset."""
 
 
 def _rocksdb_env(env: WorkerEnv, data_dir: Path) -> WorkerEnv:
     """The same app id and topics, with the table in RocksDB under `data_dir`."""
     extra = (("LOOPWATCH_STORE", "rocksdb://"), ("LOOPWATCH_DATA_DIR", str(data_dir)))
     return dataclasses.replace(env, extra=env.extra + extra)
+
+
+def _partition_db(data_dir: Path, partition: int) -> Path:
+    # faust: <datadir>/v<app version>/tables/<table>-<partition>.db
+    return data_dir / "v1" / "tables" / f"sessions-{partition}.db"
 
 
 def _repeat(b: SessionBuilder) -> list[AgentEvent]:
@@ -92,7 +100,15 @@ async def _changelog(env: WorkerEnv) -> dict[int, tuple[int | None, dict[bytes, 
 
 def _stored(data_dir: Path, partition: int) -> tuple[int | None, dict[bytes, bytes]]:
     """A stopped worker's RocksDB partition: its persisted offset and its records."""
-    return stored(partition_db(data_dir, partition), read_only=True)
+    path = _partition_db(data_dir, partition)
+    assert path.is_dir(), f"no RocksDB at {path}: {sorted(data_dir.rglob('*'))}"
+    db = Rdict(str(path), options=Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        items = dict(db.items())
+    finally:
+        db.close()
+    offset = items.pop(OFFSET_KEY, None)
+    return (None if offset is None else int(offset)), items
 
 
 def _recovery_starts(log: str, changelog_topic: str) -> dict[int, int]:
@@ -121,50 +137,6 @@ def _check_warned_third_time(
         assert verdict["warning"]["count"] == 3
 
 
-async def _repeated_twice(
-    env: WorkerEnv, sessions: list[SessionBuilder], tmp_path: Path
-) -> tuple[list[AgentEvent], dict[tuple[str, int], dict[str, Any]]]:
-    """Each session's user turn and a tool call repeated twice, through a worker stopped
-    gracefully once it has given every verdict: the events and their verdicts."""
-    first: list[AgentEvent] = []
-    for b in sessions:
-        first += [b.user("fix it"), *_repeat(b), *_repeat(b)]
-    worker = WorkerProcess(env, tmp_path, "first")
-    try:
-        await produce(env.bootstrap, env.events, event_records(first))
-        before = await _verdicts(env, len(first))
-        assert len(before) == len(first), worker.log()[-3000:]
-    finally:
-        code = worker.stop(signal.SIGTERM)
-    assert code == 0, worker.log()[-3000:]
-    return first, before
-
-
-async def _third_repeat_is_warned(
-    env: WorkerEnv,
-    sessions: list[SessionBuilder],
-    first: list[AgentEvent],
-    tmp_path: Path,
-    name: str,
-) -> str:
-    """Each session's third repeat through a new worker `name`: warned, and every verdict
-    (of `first` too) equal to scan's. The worker's log."""
-    third: list[AgentEvent] = []
-    for b in sessions:
-        third += _repeat(b)
-    worker = WorkerProcess(env, tmp_path, name)
-    try:
-        await produce(env.bootstrap, env.events, event_records(third))
-        after = await _verdicts(env, len(first) + len(third))
-    finally:
-        code = worker.stop(signal.SIGTERM)
-    log = worker.log()
-    assert code == 0, log[-3000:]
-    _check_warned_third_time(after, third, log)
-    assert after == scan_verdicts(first + third), log[-3000:]
-    return log
-
-
 # (A hard-killed worker restarted on its data dir passes this test too, but its group
 # membership holds the partitions for the 60 s session timeout first: too slow here.)
 @pytest.mark.parametrize("restart_dir", ["same", "empty"], ids=["same-dir", "empty-dir"])
@@ -176,7 +148,18 @@ async def test_restarted_rocksdb_worker_warns_on_the_third_repeat(
     env = _rocksdb_env(base, first_dir)
     await env.create_topics()
     sessions = [SessionBuilder("rocks-1"), SessionBuilder("rocks-2"), SessionBuilder("rocks-3")]
-    first, before = await _repeated_twice(env, sessions, tmp_path)
+    first: list[AgentEvent] = []
+    for b in sessions:
+        first += [b.user("fix it"), *_repeat(b), *_repeat(b)]
+
+    worker = WorkerProcess(env, tmp_path, "first")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(first))
+        before = await _verdicts(env, len(first))
+        assert len(before) == len(first), worker.log()[-3000:]
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    assert code == 0, worker.log()[-3000:]
     assert not any(v["warning"] for v in before.values())
 
     changelog = await _changelog(env)
@@ -189,9 +172,21 @@ async def test_restarted_rocksdb_worker_warns_on_the_third_repeat(
 
     second_dir = first_dir if restart_dir == "same" else tmp_path / "data-second"
     env = _rocksdb_env(base, second_dir)
-    log = await _third_repeat_is_warned(env, sessions, first, tmp_path, "second")
+    third: list[AgentEvent] = []
+    for b in sessions:
+        third += _repeat(b)
+    worker = WorkerProcess(env, tmp_path, "second")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(third))
+        after = await _verdicts(env, len(first) + len(third))
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    log = worker.log()
+    assert code == 0, log[-3000:]
+    _check_warned_third_time(after, third, log)
+    assert after == scan_verdicts(first + third), log[-3000:]
     for partition in range(env.partitions):
-        assert partition_db(second_dir, partition).is_dir()
+        assert _partition_db(second_dir, partition).is_dir()
     # Where recovery began reading the changelog: on the same data dir after the last
     # record (the store held them all, nothing replayed); on an empty one at its start.
     starts = _recovery_starts(log, env.changelog)
@@ -256,7 +251,17 @@ async def test_a_worker_killed_right_after_restoring_without_local_state_keeps_i
     env = _rocksdb_env(base, tmp_path / "data-first")
     await env.create_topics()
     sessions = [SessionBuilder(f"restored-{i}") for i in range(12)]
-    first, _ = await _repeated_twice(env, sessions, tmp_path)
+    first: list[AgentEvent] = []
+    for b in sessions:
+        first += [b.user("fix it"), *_repeat(b), *_repeat(b)]
+    worker = WorkerProcess(env, tmp_path, "first")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(first))
+        before = await _verdicts(env, len(first))
+        assert len(before) == len(first), worker.log()[-3000:]
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    assert code == 0, worker.log()[-3000:]
     changelog = await _changelog(env)
     assert sum(len(keys) for _, keys in changelog.values()) == len(sessions)
 
@@ -272,6 +277,18 @@ async def test_a_worker_killed_right_after_restoring_without_local_state_keeps_i
         assert _stored(restored_dir, partition) == (last_offset, live), worker.log()[-3000:]
     last_offsets = {p: -1 if last is None else last for p, (last, _) in changelog.items()}
 
-    # (the killed member holds its partitions until the group's session timeout)
-    log = await _third_repeat_is_warned(env, sessions, first, tmp_path, "after-kill")
+    third: list[AgentEvent] = []
+    for b in sessions:
+        third += _repeat(b)
+    worker = WorkerProcess(env, tmp_path, "after-kill")
+    try:
+        await produce(kafka_bootstrap, env.events, event_records(third))
+        # (the killed member holds its partitions until the group's session timeout)
+        after = await _verdicts(env, len(first) + len(third))
+    finally:
+        code = worker.stop(signal.SIGTERM)
+    log = worker.log()
+    assert code == 0, log[-3000:]
+    _check_warned_third_time(after, third, log)
+    assert after == scan_verdicts(first + third), log[-3000:]
     assert _recovery_starts(log, env.changelog) == last_offsets

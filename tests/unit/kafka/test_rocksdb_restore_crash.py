@@ -25,12 +25,13 @@ from tests.support.kafka_broker import in_ci
 if not in_ci():  # CI installs the rocksdb extra (`make venv`): there a missing one fails
     pytest.importorskip("rocksdict", reason="the rocksdb extra: pip install -e '.[rocksdb]'")
 
-from tests.support.rocksdb_store import partition_db, stored
+from rocksdict import Options, Rdict
 
 ROOT = Path(__file__).resolve().parents[3]
 PARTITIONS = 2
 RECORDS = 3000
 """Changelog records per partition."""
+OFFSET_KEY = b"__faust\0offset__"
 TABLE = "sessions"
 CHILD = (
     "import sys; from tests.unit.kafka.test_rocksdb_restore_crash import restore_then_die;"
@@ -126,7 +127,14 @@ def restore_then_die(data_dir: str, seed: int) -> None:
 
 
 def _stored(data_dir: Path, partition: int) -> tuple[int | None, dict[bytes, bytes]]:
-    return stored(partition_db(data_dir, partition, TABLE), read_only=False)
+    path = data_dir / "v1" / "tables" / f"{TABLE}-{partition}.db"
+    db = Rdict(str(path), options=Options(raw_mode=True))
+    try:
+        items = dict(db.items())
+    finally:
+        db.close()
+    offset = items.pop(OFFSET_KEY, None)
+    return (None if offset is None else int(offset)), items
 
 
 def _prefix(records: Changelog, partition: int, upto: int | None) -> dict[bytes, bytes]:
