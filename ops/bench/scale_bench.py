@@ -26,7 +26,8 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   in turn, `--restore-rounds` times; `--py-spy DIR`: each
   restart without local state sampled by py-spy (attached to the worker once started,
   200 Hz, non-blocking, until it is ready; collapsed stacks in DIR/<restart>.txt;
-  `pip install py-spy` into the venv first);
+  `pip install py-spy` into the venv first), and the hot and cold bursts (DIR/hot.txt,
+  DIR/cold.txt; without `--variant`);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -59,6 +60,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,7 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 from harness import (  # noqa: E402
+    Usage,
     collect,
     delete_run_topics,
     local_broker_dir,
@@ -192,6 +195,8 @@ class Run:
         self.settings = Settings.from_env(self.env)
         self.produced = 0
         self.worker: Any = None
+        self.usage = ""
+        """The last `process`'s worker CPU per event and the machine's cores."""
 
     @property
     def ttl(self) -> int:
@@ -218,7 +223,18 @@ class Run:
         self.worker = start_worker(env, self.workdir / f"{name}.log", None, tree=where)
 
     async def process(self, lines: list[tuple[bytes, bytes]], deadline: float) -> float:
-        """Produce `lines`; events/s from the first to the last of their verdicts."""
+        """Produce `lines`; events/s from the first to the last of their verdicts. The
+        worker's CPU per event and the machine's cores over that span: `self.usage`."""
+        usage = Usage([self.worker.pid], self.bootstrap)
+        sampler = asyncio.create_task(usage.sample())
+        try:
+            return await self._process(lines, deadline, usage)
+        finally:
+            sampler.cancel()
+
+    async def _process(
+        self, lines: list[tuple[bytes, bytes]], deadline: float, usage: Usage
+    ) -> float:
         ready = asyncio.Event()
         reader = asyncio.create_task(
             collect(
@@ -239,6 +255,7 @@ class Run:
         if len(got) < len(lines):
             raise RuntimeError(f"{len(got)} of {len(lines)} verdicts within {deadline} s")
         stamps = sorted(record.timestamp / 1000 for _, record in got)
+        self.usage = usage.between(stamps[0], stamps[-1], len(lines))
         return len(lines) / max(1e-6, stamps[-1] - stamps[0])
 
     async def wait_ready(self, deadline: float, worker: Any = None) -> tuple[float, int, float]:
@@ -272,6 +289,16 @@ class Run:
         command = [spy, "record", "--pid", str(self.worker.pid), "-r", "200", "--nonblocking"]
         command += ["-f", "raw", "-o", str(out / f"{name}.txt")]
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def sampled(self, name: str, burst: Awaitable[float]) -> float:
+        """`burst`'s rate, the worker sampled by py-spy meanwhile (`--py-spy DIR`)."""
+        spy = self.sample(name)
+        try:
+            return await burst
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+                spy.wait(timeout=120)
 
     def log_tail(self, worker: Any = None) -> str:
         return str((worker or self.worker).log_path.read_text(errors="replace")[-3000:])
@@ -458,12 +485,13 @@ async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
             cold = continued(n, burst, seed, offset=(2 * step + 1) * burst)
             step += 1
             hot_rate = await run.process(hot, deadline=1800)
+            hot_usage = run.usage
             cold_rate = await run.process(cold, deadline=1800)
             rates.setdefault(label, []).append((hot_rate, cold_rate))
             print(
                 f"  round {round_ + 1} {label}: hot ({min(HOT_SESSIONS, n)} sessions) "
-                f"{hot_rate:,.0f} events/s; cold (spread over {n:,}) {cold_rate:,.0f} "
-                f"events/s; {load_line()}",
+                f"{hot_rate:,.0f} events/s ({hot_usage}); cold (spread over {n:,}) "
+                f"{cold_rate:,.0f} events/s ({run.usage}); {load_line()}",
                 flush=True,
             )
     for label, figures in rates.items():
@@ -475,6 +503,24 @@ async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
             f"{colds[len(colds) // 2]:,.0f} ({', '.join(f'{c:,.0f}' for _, c in figures)})",
             flush=True,
         )
+
+
+async def hot_and_cold(run: Run, n: int, seed: int) -> None:
+    """`--burst` events over few sessions (hot), then as many spread one per session over
+    the `n` open ones (cold), from the loading worker (sampled with `--py-spy DIR`)."""
+    burst = run.args.burst
+    hot = continued(min(HOT_SESSIONS, n), burst, seed, offset=0)
+    cold = continued(n, burst, seed, offset=burst)
+    run.produced = 2 * burst
+    hot_rate = await run.sampled("hot", run.process(hot, deadline=1800))
+    hot_usage = run.usage
+    cold_rate = await run.sampled("cold", run.process(cold, deadline=1800))
+    print(
+        f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s ({hot_usage}); "
+        f"cold (spread over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x "
+        f"({run.usage}); {load_line()}",
+        flush=True,
+    )
 
 
 async def takeover_run(run: Run) -> None:
@@ -535,17 +581,7 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.burst and args.variant:
             await hot_and_cold_variants(run, n, seed)
         elif args.burst:  # (--burst 0: no hot/cold measurement)
-            hot = continued(min(HOT_SESSIONS, n), args.burst, seed, offset=0)
-            cold = continued(n, args.burst, seed, offset=args.burst)
-            run.produced = 2 * args.burst
-            hot_rate = await run.process(hot, deadline=1800)
-            cold_rate = await run.process(cold, deadline=1800)
-            print(
-                f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s; cold "
-                f"(spread over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x; "
-                f"{load_line()}",
-                flush=True,
-            )
+            await hot_and_cold(run, n, seed)
         if not args.skip_recovery:
             if args.store.startswith("rocksdb"):
                 same = await run.restart("restart-same-dir", empty=False, seed=seed)
@@ -636,7 +672,8 @@ def main() -> None:
         "--py-spy",
         default=None,
         metavar="DIR",
-        help="sample each restart without local state with py-spy (in the venv) into DIR",
+        help="sample each restart without local state, and the hot and cold bursts, with "
+        "py-spy (in the venv) into DIR",
     )
     asyncio.run(main_async(parser.parse_args()))
 
