@@ -43,7 +43,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loopwatch.streams.kafka.faust_ext.producer import default_partition, wait_on_metadata
+from loopwatch.streams.kafka.faust_ext.producer import (
+    default_partition,
+    default_partition_count,
+    wait_on_metadata,
+)
+from loopwatch.streams.kafka.key_partition import key_partition
 from loopwatch.streams.kafka.outputs import Headers, OnDelivered, OutputFailed
 
 log = logging.getLogger(__name__)
@@ -118,6 +123,8 @@ class BatchedOutputs:
         self._submit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._failure: BaseException | None = None
         self._partition_of: dict[tuple[str, bytes], int] = {}
+        self._partition_counts: dict[str, int | None] = {}
+        """Each topic's partition count when `_partition_of` was filled for it."""
 
     @property
     def waiting(self) -> int:
@@ -254,17 +261,28 @@ class BatchedOutputs:
     ) -> list[tuple[int, list[_Record]]]:
         """Records split by the partition Kafka's default partitioner gives their key."""
         await wait_on_metadata(producer, topic)
-        groups: dict[int, list[_Record]] = {}
+        count = default_partition_count(producer, topic)
         cache = self._partition_of
+        if self._partition_counts.setdefault(topic, count) != count:
+            cache.clear()  # partitions were added to a topic: keys move
+            self._partition_counts[topic] = count
+        groups: dict[int, list[_Record]] = {}
         for record in records:
             key = record.key
-            partition = None if key is None else cache.get((topic, key))
-            if partition is None:
+            if key is None:
                 partition = default_partition(producer, topic, key, record.value)
-                if key is not None:
+            else:
+                cached = cache.get((topic, key))
+                if cached is None:
+                    cached = (
+                        default_partition(producer, topic, key, record.value)
+                        if count is None
+                        else key_partition(key, count)
+                    )
                     if len(cache) >= MAX_CACHED_PARTITIONS:
                         cache.clear()
-                    cache[topic, key] = partition
+                    cache[topic, key] = cached
+                partition = cached
             groups.setdefault(partition, []).append(record)
         return list(groups.items())
 

@@ -68,7 +68,8 @@ Private APIs touched, by module:
   `._thread_started`, `QueueServiceThread.call_thread` / `.cast_thread` (overridden);
   `Consumer._new_consumer_thread` (overridden in `offset_guard`).
 * `producer`: aiokafka `AIOKafkaProducer.client._wait_on_metadata`, `._partition`,
-  `.client.cluster.partitions_for_topic` (the verdicts topic's count: reply partitions).
+  `.client.cluster.partitions_for_topic` (the verdicts topic's count: reply partitions),
+  `._partitioner` (a `DefaultPartitioner`: keys placed by `key_partition` instead).
 * `fetch_wait` (the worker's fetches wait a few ms while records keep coming): aiokafka
   `AIOKafkaConsumer._fetcher` (its class changed in place after `start`),
   `Fetcher._proc_fetch_request` (overridden), `._fetch_min_bytes`, `._fetch_max_wait_ms`

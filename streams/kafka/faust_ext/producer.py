@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiokafka.partitioner import DefaultPartitioner
+
 
 async def wait_on_metadata(producer: Any, topic: str) -> None:
     """Wait until the producer knows `topic`'s partitions."""
@@ -21,3 +23,12 @@ async def partition_count(producer: Any, topic: str) -> int:
     """How many partitions `topic` has, from the producer's metadata (fetched if needed)."""
     await wait_on_metadata(producer, topic)
     return len(producer.client.cluster.partitions_for_topic(topic) or ())
+
+
+def default_partition_count(producer: Any, topic: str) -> int | None:
+    """`topic`'s partition count when `producer` places keys with Kafka's default
+    partitioner (`streams.kafka.key_partition` then gives the same partitions without
+    asking it); None with another partitioner or before its metadata is known."""
+    if not isinstance(getattr(producer, "_partitioner", None), DefaultPartitioner):
+        return None
+    return len(producer.client.cluster.partitions_for_topic(topic) or ()) or None
