@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import OrderedDict
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeGuard
@@ -33,6 +33,13 @@ class PartitionedTable(Protocol):
 
     def writing_in(self, partition: int) -> AbstractContextManager[None]:
         """Table reads and writes inside go to `partition`."""
+
+    def stored(self, key: bytes) -> bytes | None:
+        """`get(key)`, by the table's quickest read (an event of the key's partition is
+        current)."""
+
+    def write_all(self, partition: int, writes: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Set each key of `writes` in `partition` (None: delete it if present)."""
 
 
 _ABSENT = object()
@@ -61,6 +68,10 @@ class TableSessionStore:
         max_pending: int = MAX_PENDING_WRITES,
     ) -> None:
         self._table = table
+        self._partitioned = table if _is_partitioned(table) else None
+        self._stored: Callable[[bytes], bytes | None] = (
+            table.get if self._partitioned is None else self._partitioned.stored
+        )
         self.deliveries = VerdictDeliveries()
         # The decoded form of the values this worker wrote last (LRU): the next event of
         # a session skips the JSON decode when the stored bytes are still the same.
@@ -91,7 +102,7 @@ class TableSessionStore:
             assert isinstance(noted, tuple)
             record: SessionRecord | None = noted[1]
             return record
-        stored = self._table.get(key)
+        stored = self._stored(key)
         if stored is None:
             return None
         cached = self._decoded.get(key)
@@ -106,7 +117,7 @@ class TableSessionStore:
             return
         # Stored as the deferred write stores it: without the acknowledged verdicts that
         # the pipeline carries behind one in flight (`processing._carried`).
-        self._write(key, self._unconfirmed_only(key, record))
+        self._write(key, record)
 
     def delete(self, session_id: str) -> None:
         key = session_id.encode()
@@ -165,15 +176,16 @@ class TableSessionStore:
         for key in list(itertools.islice(writing, count)):
             partition, record = writing.pop(key)
             by_partition.setdefault(partition, []).append((key, record))
-        table = self._table
-        assert _is_partitioned(table)
+        table = self._partitioned
+        assert table is not None, "deferred writes need a PartitionedTable"
         for partition, writes in by_partition.items():
-            with table.writing_in(partition):
-                for key, record in writes:
-                    if record is not None:
-                        self._write(key, self._unconfirmed_only(key, record))
-                    elif key in self._table:
-                        del self._table[key]
+            table.write_all(
+                partition,
+                [
+                    (key, None if record is None else self._encoded(key, record))
+                    for key, record in writes
+                ],
+            )
 
     def _unconfirmed_only(self, key: bytes, record: SessionRecord) -> SessionRecord:
         """`record` without the verdicts and episodes acknowledged since it was noted
@@ -212,20 +224,28 @@ class TableSessionStore:
         self._writing = {k: v for k, v in self._writing.items() if v[0] not in partitions}
 
     def _note(self, key: bytes, record: SessionRecord | None) -> None:
-        table = self._table
-        assert _is_partitioned(table)
+        table = self._partitioned
+        assert table is not None, "deferred writes need a PartitionedTable"
         self._pending[key] = (table.current_partition(), record)
         if len(self._pending) >= self._max_pending:
             self.write_pending()  # bounded memory; a commit writes the rest
 
     def _write(self, key: bytes, record: SessionRecord) -> None:
-        encoded = record.encode()
-        self._table[key] = encoded
-        self._decoded[key] = (encoded, record)
+        self._table[key] = self._encoded(key, record)
+
+    def _encoded(self, key: bytes, record: SessionRecord) -> bytes:
+        """`record` as stored (`_unconfirmed_only`), encoded; its decoded form noted
+        for the session's next `get`."""
+        stored = self._unconfirmed_only(key, record)
+        encoded = stored.encode()
+        self._decoded[key] = (encoded, stored)
         self._decoded.move_to_end(key)
         if len(self._decoded) > MAX_DECODED_RECORDS:
             self._decoded.popitem(last=False)
+        return encoded
 
 
 def _is_partitioned(table: object) -> TypeGuard[PartitionedTable]:
-    return hasattr(table, "writing_in") and hasattr(table, "current_partition")
+    return all(
+        hasattr(table, name) for name in ("writing_in", "current_partition", "stored", "write_all")
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
@@ -78,6 +78,17 @@ class FakeTable(dict[bytes, bytes]):
             yield
         finally:
             self.partition = before
+
+    def stored(self, key: bytes) -> bytes | None:
+        return self.get(key)
+
+    def write_all(self, partition: int, writes: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self.writing_in(partition):
+            for key, value in writes:
+                if value is not None:
+                    self[key] = value
+                elif key in self:
+                    del self[key]
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
         super().__setitem__(key, value)

@@ -105,6 +105,27 @@ class RestoringStore(Store):
                     self.settle(partition)
                 db.write(write)
 
+    def stored_in(self, partition: int, key: bytes) -> bytes | None:
+        """`key`'s value in `partition`'s database: what faust's `_get` reads while an
+        event of `partition` is current, without its look-ups of that event."""
+        value: bytes | None = self._db_for_partition(partition).get(key)
+        return value
+
+    def write_in(self, partition: int, writes: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Put (value None: delete) each of `writes` in `partition`'s database, in one
+        logged `WriteBatch` (unlogged writes settled first, as `_set` does)."""
+        from rocksdict import WriteBatch  # noqa: PLC0415  (the `rocksdb` extra)
+
+        if self._unlogged:
+            self.settle()
+        write = WriteBatch(raw_mode=True)
+        for key, value in writes:
+            if value is None:
+                write.delete(key)
+            else:
+                write.put(key, value)
+        self._db_for_partition(partition).write(write)
+
     def settle(self, partition: int | None = None) -> None:
         """Flush the unlogged writes of `partition` (None: of every partition) to SST files
         and turn its database's auto-compactions back on."""
