@@ -49,6 +49,13 @@ COMMIT_BY_TIME_ONLY = 2**31 - 1
 worker commits every `commit_interval_ms` from faust's commit task. faust's count-based
 commit (every 10,000 acked records by default) runs inside the fetch loop, which then
 processed nothing until the commit, with its session writes and flush, was done."""
+GC_THRESHOLDS = (20_000, 20, 100)
+"""The cyclic collector's thresholds from the first commit on (Python's: 700, 10, 10).
+Events spread over many sessions decode a record each, and the decoded records kept for
+the session's next event (`table_store.MAX_DECODED_RECORDS`) survive into the oldest
+generation, whose full collection then ran every few hundred events: a quarter of a cold
+event's CPU (docs/performance.md §4, "The collector and the cold path"). A full
+collection still runs every ~40M container allocations (~30 s of a cold backlog)."""
 
 
 def create_app(
@@ -291,6 +298,7 @@ def _guard_commits(
         if not frozen:
             frozen = True
             gc.freeze()
+            gc.set_threshold(*GC_THRESHOLDS)
         await store.write_pending_in_turns()
         await outputs.flush()
 
