@@ -32,7 +32,6 @@ PARTITIONS = 3
 Changelog = list[tuple[str, int, bytes, bytes | None]]
 
 
-
 def _writes(partition: int) -> st.SearchStrategy[list[tuple[bytes, bytes | None]]]:
     """Writes to keys of `partition` (a session's key belongs to one partition)."""
     keys = st.sampled_from([b"s-%d-%d" % (partition, i) for i in range(3)])
