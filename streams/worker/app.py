@@ -53,8 +53,8 @@ GC_THRESHOLDS = (20_000, 20, 100)
 """The cyclic collector's thresholds from the first commit on (Python's: 700, 10, 10).
 Events spread over many sessions decode a record each, and the decoded records kept for
 the session's next event (`table_store.MAX_DECODED_RECORDS`) survive into the oldest
-generation, whose full collection then ran every few hundred events: a quarter of a cold
-event's CPU (docs/performance.md §4, "The collector and the cold path"). A full
+generation, whose full collection then ran every few hundred events: a tenth to a quarter
+of a cold event's CPU (docs/performance.md §4, "The cold path"). A full
 collection still runs every ~40M container allocations (~30 s of a cold backlog)."""
 
 

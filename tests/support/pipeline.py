@@ -13,6 +13,7 @@ from typing import Generic, TypeVar
 
 from loopwatch.models import AgentEvent, DetectionConfig
 from loopwatch.streams.kafka.expiry import ExpiryIndex, epoch_seconds
+from loopwatch.streams.kafka.faust_ext.session_table import Write, write_each
 from loopwatch.streams.worker.pipeline import (
     Duplicate,
     Outcome,
@@ -82,13 +83,9 @@ class FakeTable(dict[bytes, bytes]):
     def stored(self, key: bytes) -> bytes | None:
         return self.get(key)
 
-    def write_all(self, partition: int, writes: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def write_all(self, partition: int, writes: Sequence[Write]) -> None:
         with self.writing_in(partition):
-            for key, value in writes:
-                if value is not None:
-                    self[key] = value
-                elif key in self:
-                    del self[key]
+            write_each(self, writes)
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
         super().__setitem__(key, value)

@@ -22,7 +22,7 @@ def default_partition(producer: Any, topic: str, key: bytes | None, value: bytes
 async def partition_count(producer: Any, topic: str) -> int:
     """How many partitions `topic` has, from the producer's metadata (fetched if needed)."""
     await wait_on_metadata(producer, topic)
-    return len(producer.client.cluster.partitions_for_topic(topic) or ())
+    return _known_partitions(producer, topic)
 
 
 def default_partition_count(producer: Any, topic: str) -> int | None:
@@ -31,4 +31,9 @@ def default_partition_count(producer: Any, topic: str) -> int | None:
     asking it); None with another partitioner or before its metadata is known."""
     if not isinstance(getattr(producer, "_partitioner", None), DefaultPartitioner):
         return None
-    return len(producer.client.cluster.partitions_for_topic(topic) or ()) or None
+    return _known_partitions(producer, topic) or None
+
+
+def _known_partitions(producer: Any, topic: str) -> int:
+    """`topic`'s partition count in the producer's metadata (0: not known yet)."""
+    return len(producer.client.cluster.partitions_for_topic(topic) or ())

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import faust
@@ -36,6 +36,9 @@ from yarl import URL
 
 if TYPE_CHECKING:
     from loopwatch.streams.kafka.faust_ext.rocksdb_restore import RestoringStore
+
+Write = tuple[bytes, bytes | None]
+"""A key and its new value (None: delete it)."""
 
 STORED_RECORDS_PER_YIELD = 1000
 """Stored records passed to `on_changelog_event` between two yields to the event loop."""
@@ -162,25 +165,21 @@ class SessionTable(faust.Table[bytes, bytes]):
             return value
         return store.stored_in(self.current_partition(), key)
 
-    def write_all(self, partition: int, writes: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def write_all(self, partition: int, writes: Sequence[Write]) -> None:
         """Set each key of `writes` in `partition` (value None: delete it if present),
         each with its changelog record, as `self[key] = value` and `del self[key]` under
         `writing_in(partition)` do. With the rocksdict store and the outputs set, the
         writes go to the partition's database as one `WriteBatch` and their changelog
         records to the outputs, without faust's per-key layers (~11 us a write:
-        docs/performance.md §4, "Straight to the partition's database")."""
+        docs/performance.md §4, "The cold path")."""
         store = self._direct_store()
         outputs = self.outputs
         if store is None or outputs is None:
             with self.writing_in(partition):
-                for key, value in writes:
-                    if value is not None:
-                        self[key] = value
-                    elif key in self:
-                        del self[key]
+                write_each(self, writes)
             return
         held: dict[bytes, bool] = {}  # written earlier in `writes` (a later delete sees it)
-        kept: list[tuple[bytes, bytes | None]] = []
+        kept: list[Write] = []
         for key, value in writes:
             if value is None:
                 present = held.get(key)
@@ -234,6 +233,16 @@ class SessionTable(faust.Table[bytes, bytes]):
         if partition is None:
             raise RuntimeError("the sessions table is written outside of its agent")
         return int(partition)
+
+
+def write_each(table: MutableMapping[bytes, bytes], writes: Iterable[Write]) -> None:
+    """Each of `writes` as a mapping write: set the key, or (value None) delete it if the
+    table holds it (faust's table logs a deletion only then)."""
+    for key, value in writes:
+        if value is not None:
+            table[key] = value
+        elif key in table:
+            del table[key]
 
 
 class RawChangelogTopic(faust.Topic):
