@@ -95,8 +95,9 @@ def start_worker(
     if profile is not None:
         interpreter += ["-m", "cProfile", "-o", str(profile)]
     module = "loopwatch.streams.cli" if (tree / "loopwatch").is_dir() else "streams.cli"
-    if tree != REPO:
-        env = {**env, "PYTHONPATH": str(tree)}
+    if tree != REPO:  # the tree first; a PYTHONPATH given for the worker after it
+        extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
+        env = {**env, "PYTHONPATH": os.pathsep.join([str(tree), *extra])}
     worker = WorkerProcess(
         Settings.from_env(env), log, env=env, cwd=tree, interpreter=interpreter, module=module
     )

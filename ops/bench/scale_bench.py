@@ -23,11 +23,11 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   changelog), with the records it restored by offset (its `/ready`) and those it read
   (`loopwatch_recovery_records_read_total`: the restore's rate), with each
   `--restore-store` (memory:// and rocksdb:// from one load) and `--restore-also` checkout
-  in turn, `--restore-rounds` times; `--py-spy DIR`: each
-  restart without local state sampled by py-spy (attached to the worker once started,
-  200 Hz, non-blocking, until it is ready; collapsed stacks in DIR/<restart>.txt;
-  `pip install py-spy` into the venv first), and the hot and cold bursts (DIR/hot.txt,
-  DIR/cold.txt; without `--variant`);
+  in turn, `--restore-rounds` times; `--py-spy DIR`: each restart without local state
+  sampled by py-spy (attached to the worker once started, 200 Hz, non-blocking unless
+  `--py-spy-native`, until it is ready; collapsed stacks in DIR/<restart>.txt; `pip
+  install py-spy` into the venv first), and the hot and cold bursts (DIR/hot.txt,
+  DIR/cold.txt; with `--variant`, DIR/LABEL-ROUND-hot.txt and -cold.txt);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -286,7 +286,9 @@ class Run:
         out = Path(self.args.py_spy).resolve()
         out.mkdir(parents=True, exist_ok=True)
         spy = str(Path(sys.executable).with_name("py-spy"))
-        command = [spy, "record", "--pid", str(self.worker.pid), "-r", "200", "--nonblocking"]
+        command = [spy, "record", "--pid", str(self.worker.pid), "-r", "200"]
+        # native frames need the process paused at each sample (py-spy refuses both)
+        command += ["--native"] if self.args.py_spy_native else ["--nonblocking"]
         command += ["-f", "raw", "-o", str(out / f"{name}.txt")]
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -466,16 +468,17 @@ def variants(specs: list[str]) -> list[tuple[str, str, dict[str, str]]]:
     return out
 
 
-async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
+async def hot_and_cold_variants(run: Run, n: int, seed: int, first_step: int = 0) -> None:
     """Hot and cold bursts from each `--variant`'s worker in turn (`--rounds` times),
     over the same open sessions: each variant's worker is started on the loading
     worker's data dir after a clean stop (SIGTERM: it commits) of the one before, and
     waits for `/ready` before its bursts. Each burst continues the sessions after the
-    previous ones' `seq`s, so every event is new."""
+    previous ones' `seq`s, so every event is new (`first_step`: bursts already sent).
+    With `--py-spy DIR` each burst is sampled (DIR/LABEL-ROUND-hot.txt, ...-cold.txt)."""
     args = run.args
     burst = args.burst
     rates: dict[str, list[tuple[float, float]]] = {}
-    step = 0
+    step = first_step
     for round_ in range(args.rounds):
         for label, tree, extra in variants(args.variant):
             run.worker.stop(signal.SIGTERM)
@@ -484,9 +487,10 @@ async def hot_and_cold_variants(run: Run, n: int, seed: int) -> None:
             hot = continued(min(HOT_SESSIONS, n), burst, seed, offset=2 * step * burst)
             cold = continued(n, burst, seed, offset=(2 * step + 1) * burst)
             step += 1
-            hot_rate = await run.process(hot, deadline=1800)
+            name = f"{label}-{round_ + 1}"
+            hot_rate = await run.sampled(f"{name}-hot", run.process(hot, deadline=1800))
             hot_usage = run.usage
-            cold_rate = await run.process(cold, deadline=1800)
+            cold_rate = await run.sampled(f"{name}-cold", run.process(cold, deadline=1800))
             rates.setdefault(label, []).append((hot_rate, cold_rate))
             print(
                 f"  round {round_ + 1} {label}: hot ({min(HOT_SESSIONS, n)} sessions) "
@@ -579,7 +583,9 @@ async def main_async(args: argparse.Namespace) -> None:
             flush=True,
         )
         if args.burst and args.variant:
-            await hot_and_cold_variants(run, n, seed)
+            if args.loading_burst:  # the worker that loaded them first, then the variants
+                await hot_and_cold(run, n, seed)
+            await hot_and_cold_variants(run, n, seed, first_step=1 if args.loading_burst else 0)
         elif args.burst:  # (--burst 0: no hot/cold measurement)
             await hot_and_cold(run, n, seed)
         if not args.skip_recovery:
@@ -669,11 +675,23 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="with --variant: rounds")
     parser.add_argument(
+        "--loading-burst",
+        action="store_true",
+        help="with --variant: the hot and cold bursts from the worker that loaded the "
+        "sessions first (a long-running worker against freshly started ones)",
+    )
+    parser.add_argument(
         "--py-spy",
         default=None,
         metavar="DIR",
         help="sample each restart without local state, and the hot and cold bursts, with "
         "py-spy (in the venv) into DIR",
+    )
+    parser.add_argument(
+        "--py-spy-native",
+        action="store_true",
+        help="with --py-spy: sample native frames too (pauses the worker at each sample; "
+        "without it, frames under native calls such as RocksDB's can be misattributed)",
     )
     asyncio.run(main_async(parser.parse_args()))
 
