@@ -298,9 +298,7 @@ class Run:
         try:
             return await burst
         finally:
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
-                spy.wait(timeout=120)
+            stop_sampling(spy)
 
     def log_tail(self, worker: Any = None) -> str:
         return str((worker or self.worker).log_path.read_text(errors="replace")[-3000:])
@@ -322,9 +320,7 @@ class Run:
         try:
             ready, restored, restoring = await self.wait_ready(3600)
         finally:
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
-                spy.wait(timeout=120)
+            stop_sampling(spy)
         try:  # the records read; offsets overstate them once compaction ran
             read: float | None = self.metric("loopwatch_recovery_records_read_total")
         except RuntimeError:  # a checkout (--tree) from before the counter
@@ -455,6 +451,13 @@ async def mass_expiry(run: Run, n: int, seed: int, idle_rss: int) -> None:
         f"{(loaded_rss - idle_rss) / mib:+,.0f} for the first load); {load_line()}",
         flush=True,
     )
+
+
+def stop_sampling(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop a `Run.sample` py-spy (None: none was started); it writes its samples first."""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+        spy.wait(timeout=120)
 
 
 def variants(specs: list[str]) -> list[tuple[str, str, dict[str, str]]]:
