@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import orjson
 import pydantic_core
 
 from loopwatch.streams.detector import SessionState
@@ -111,9 +112,7 @@ class SessionRecord:
         )
         wall = 0.0 if self.seen_wall is None else self.seen_wall
         header = HEADER.pack(RECORD_VERSION, flags, self.seen_at, wall)
-        # pydantic-core's encoder: compact JSON like json.dumps(separators=(",", ":")) but
-        # UTF-8 rather than \u escapes, and several times faster (it runs on every write).
-        return header + pydantic_core.to_json(document)
+        return header + _json_bytes(document)
 
     @classmethod
     def decode(cls, data: bytes) -> SessionRecord:
@@ -183,12 +182,29 @@ def _header(data: bytes) -> tuple[int, int, float, float]:
     return version, flags, seen, wall
 
 
-def _json_document(data: bytes, *, version_1: bool = True) -> dict[str, Any]:
-    """A record's JSON; version 1's must say so (`"v": 1`)."""
+def _json_bytes(document: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON (as json.dumps(separators=(",", ":"), ensure_ascii=False)).
+
+    orjson's, ~3x pydantic-core's on these records and byte for byte the same
+    (tests/unit/worker/test_record_json.py); pydantic-core's for what orjson refuses, an
+    integer beyond 64 bits (an event's `seq` has no upper bound).
+    """
     try:
-        document = pydantic_core.from_json(data)
-    except ValueError as exc:  # pydantic-core's error for invalid JSON is a ValueError
-        raise ValueError(f"session record is not JSON: {exc}") from exc
+        return orjson.dumps(document)
+    except TypeError:  # orjson.JSONEncodeError
+        return pydantic_core.to_json(document)
+
+
+def _json_document(data: bytes, *, version_1: bool = True) -> dict[str, Any]:
+    """A record's JSON; version 1's must say so (`"v": 1`). orjson's parser (faster),
+    pydantic-core's for what orjson refuses (integers beyond 64 bits) and for the error."""
+    try:
+        document = orjson.loads(data)
+    except ValueError:  # orjson.JSONDecodeError
+        try:
+            document = pydantic_core.from_json(data)
+        except ValueError as exc:  # pydantic-core's error for invalid JSON is a ValueError
+            raise ValueError(f"session record is not JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise ValueError("session record is not a JSON object")
     if version_1 and document.get("v") != JSON_VERSION:
