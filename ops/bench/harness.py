@@ -132,8 +132,8 @@ async def produce_batched(
     `BURST_BATCH_BYTES` per partition (the keys' partitions as the default partitioner
     chooses them), every partition's in parallel, so the records appear within a fraction
     of a second while workers wait. (With 16 KiB batches sent one partition after the
-    other, 30,000 records took longer to produce than a worker took to judge them: its
-    hot rate was the producer's, at half a core.)"""
+    other, half of the scale bench's hot bursts kept the worker at half a core:
+    docs/performance.md §4, "Session records through orjson".)"""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, acks="all", linger_ms=0, max_batch_size=BURST_BATCH_BYTES
     )
