@@ -25,7 +25,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(REPO), str(HERE)]
 
 from synth import generate  # noqa: E402
 
@@ -71,12 +72,15 @@ def start_worker(
     log: Path,
     profile: Path | None,
     sampled: Path | None = None,
+    *,
     tree: Path = REPO,
+    module: str | None = None,
 ) -> WorkerProcess:
     """A worker process running the code of `tree` (a checkout of this repository: its
     source comes first on the path, before the venv's editable install of this one;
     trees from before the `loopwatch.` namespace run `streams.cli`). `profile`: under
-    cProfile, its stats written there; `sampled`: py-spy's raw samples go there."""
+    cProfile, its stats written there; `sampled`: py-spy's raw samples go there.
+    `module`: run that module of ops/bench instead of the CLI (`detector_floor`)."""
     interpreter = [sys.executable]
     if sampled is not None:  # py-spy's raw (collapsed stacks) output; cProfile inflates calls
         spy = str(Path(sys.executable).with_name("py-spy"))
@@ -94,15 +98,23 @@ def start_worker(
         ]
     if profile is not None:
         interpreter += ["-m", "cProfile", "-o", str(profile)]
-    module = "loopwatch.streams.cli" if (tree / "loopwatch").is_dir() else "streams.cli"
+    if module is not None:
+        env = _path_first(env, HERE)
+    else:
+        module = "loopwatch.streams.cli" if (tree / "loopwatch").is_dir() else "streams.cli"
     if tree != REPO:  # the tree first; a PYTHONPATH given for the worker after it
-        extra = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
-        env = {**env, "PYTHONPATH": os.pathsep.join([str(tree), *extra])}
+        env = _path_first(env, tree)
     worker = WorkerProcess(
         Settings.from_env(env), log, env=env, cwd=tree, interpreter=interpreter, module=module
     )
     worker.start()
     return worker
+
+
+def _path_first(env: dict[str, str], path: Path) -> dict[str, str]:
+    """`env` with `path` first on its PYTHONPATH."""
+    rest = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(path), *rest])}
 
 
 def stop_worker(worker: WorkerProcess) -> None:

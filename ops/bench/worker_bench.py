@@ -27,6 +27,10 @@
   It is positioned at the end of every partition before the paced run starts, so its
   own start-up (metadata, first fetch) is not counted as latency. Also printed: the
   worker's own event-to-verdict-acknowledged histogram (`/metrics`), as bucket bounds.
+* --floor: each sustained round also runs the worker without detection
+  (ops/bench/detector_floor.py: decode, the session's record read and written back, a
+  fixed verdict): the share of the bare agent the Kafka and table layers reach alone,
+  and the real worker's share of that.
 * --profile: the sustained run under cProfile; prints the top functions.
 * --py-spy OUT: the one-worker sustained run sampled by py-spy (200 Hz, collapsed
   stacks written to OUT; `pip install py-spy` into the venv first). cProfile's per-call
@@ -122,6 +126,7 @@ async def run_workers(
     *,
     late: list[tuple[bytes, bytes]] | None = None,
     tree: Path | None = None,
+    module: str | None = None,
 ) -> tuple[list[float], Usage, float]:
     """`workers` worker processes of one app over the backlog; their verdicts' times, the
     CPU they and the machine used, and when the backlog was all there. The app's topics
@@ -140,7 +145,8 @@ async def run_workers(
         own["LOOPWATCH_WEB_PORT"] = str(int(env["LOOPWATCH_WEB_PORT"]) + n)
         own["LOOPWATCH_DATA_DIR"] = f"{env['LOOPWATCH_DATA_DIR']}-{n}"
         log = workdir / f"sustained-{workers}-{n}.log"
-        procs.append(start_worker(own, log, profile, sampled, **({"tree": tree} if tree else {})))
+        where = {"tree": tree} if tree else {}
+        procs.append(start_worker(own, log, profile, sampled, module=module, **where))
     usage = Usage([proc.pid or 0 for proc in procs], args.bootstrap)
     sampler = asyncio.ensure_future(usage.sample())
     there = time.time()
@@ -240,12 +246,15 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"sustained: {len(data)} events backlog, {args.partitions} partitions, load {load}")
     shares: list[float] = []
+    floors: list[float] = []
     scale_outs: list[float] = []
     for round_ in range(args.repeat):
         if args.repeat > 1:
             print(f" round {round_ + 1} of {args.repeat}")
-        share, scale_out = await sustained_round(args, workdir, events, data)
+        share, scale_out, floor = await sustained_round(args, workdir, events, data)
         shares.append(share)
+        if floor is not None:
+            floors.append(floor)
         if scale_out is not None:
             scale_outs.append(scale_out)
     if args.repeat > 1:
@@ -254,6 +263,12 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
             f"  over {args.repeat} rounds: one worker {statistics.median(shares):.0%} of the "
             f"bare agent (median; {listed})"
         )
+        if floors:
+            listed = ", ".join(f"{floor:.0%}" for floor in floors)
+            print(
+                f"  without detection: {statistics.median(floors):.0%} of the bare agent "
+                f"(median; {listed})"
+            )
         if scale_outs:
             listed = ", ".join(f"{x:.2f}x" for x in scale_outs)
             print(f"  two workers {statistics.median(scale_outs):.2f}x one (median; {listed})")
@@ -265,12 +280,13 @@ async def sustained_round(
     workdir: Path,
     events_topic: str,
     data: list[tuple[bytes, bytes]],
-) -> tuple[float, float | None]:
-    """One bare agent and one worker over `events_topic` (holding `data`), then (unless
-    `--workers 1`) one and two workers over `data` produced into a topic of their own once
-    they hold its partitions; each with a group, changelog and verdicts of its own.
-    Returns the worker's share of the bare agent (whole runs) and two workers' multiple
-    of one (both over the late events)."""
+) -> tuple[float, float | None, float | None]:
+    """One bare agent and one worker over `events_topic` (holding `data`) (`--floor`: and
+    the worker without detection, ops/bench/detector_floor.py), then (unless `--workers
+    1`) one and two workers over `data` produced into a topic of their own once they hold
+    its partitions; each with a group, changelog and verdicts of its own. Returns the
+    worker's share of the bare agent (whole runs), two workers' multiple of one (both
+    over the late events), and the share of the worker without detection."""
     count = len(data)
     marks, bare_usage = await run_bare_agent(args.bootstrap, events_topic, count, workdir)
     bare_whole = count / max(1e-9, marks["last"] - marks["first"])
@@ -301,8 +317,22 @@ async def sustained_round(
             f"{whole / bare_whole:.0%} of the bare agent ({middle / bare_middle:.2f}x)"
         )
         print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
+    floor_share = None
+    if args.floor:
+        env = await app_env(args, events_topic)
+        floor, floor_usage, _ = await run_workers(
+            args, env, 1, workdir, count, module="detector_floor"
+        )
+        whole, middle = span_rates(floor)
+        floor_share = whole / bare_whole
+        print(
+            f"  {'without detection:':<19}{whole:8,.0f} events/s  (middle 80%: {middle:,.0f})  "
+            f"{floor_share:.0%} of the bare agent ({middle / bare_middle:.2f}x); the worker "
+            f"{one_whole / whole:.0%} of it"
+        )
+        print(f"    middle 80%: {floor_usage.between(*middle_window(floor), len(floor) * 0.8)}")
     if args.workers < 2:
-        return one_whole / bare_whole, None
+        return one_whole / bare_whole, None, floor_share
     # One, then two workers, each of an app of its own over the same events produced into
     # a topic of its own once the workers have its partitions: both measured the same
     # way, from then (or the 10th percentile, if later) to the 90th percentile.
@@ -315,13 +345,13 @@ async def sustained_round(
         inside = sum(1 for stamp in stamps if start <= stamp <= high)
         if high - start <= 0 or inside < count // 10:
             print(f"  {workers} worker(s): too few verdicts after the events were produced")
-            return one_whole / bare_whole, None
+            return one_whole / bare_whole, None, floor_share
         rates.append(inside / (high - start))
         label = "one worker, late:" if workers == 1 else "two workers, late:"
         times = "" if workers == 1 else f"  {rates[1] / rates[0]:.2f}x one worker, late"
         print(f"  {label:<19}{rates[-1]:8,.0f} events/s  ({inside:,} events){times}")
         print(f"    same span: {usage.between(start, high, inside)}")
-    return one_whole / bare_whole, rates[1] / rates[0]
+    return one_whole / bare_whole, rates[1] / rates[0], floor_share
 
 
 def _variants(args: argparse.Namespace) -> list[tuple[str, Path | None, dict[str, str]]]:
@@ -473,6 +503,12 @@ def main() -> int:
         "--decode-only",
         action="store_true",
         help="sustained: also a plain aiokafka consumer that only decodes (decode_only.py)",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="sustained: also the worker without detection (detector_floor.py): what the "
+        "Kafka and table layers cost alone",
     )
     parser.add_argument(
         "--repeat",
