@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -474,3 +475,36 @@ async def event_times(bootstrap: str, topic: str) -> dict[tuple[str, int], float
     finally:
         await consumer.stop()
     return out
+
+
+async def run_bare_agent(
+    bootstrap: str, topic: str, count: int, workdir: Path, script_name: str = "bare_agent.py"
+) -> tuple[dict[str, float], Usage]:
+    """The bare faust agent (ops/bench/bare_agent.py), or another reader of the same
+    interface (`script_name`: decode_only.py, a plain aiokafka consumer that decodes),
+    over `topic`; its time marks and the CPU it and the machine used."""
+    stem = Path(script_name).stem
+    result = workdir / f"{stem}-{uuid.uuid4().hex[:6]}.json"
+    app_id = f"bench-{stem}-{uuid.uuid4().hex[:8]}"
+    script = HERE / script_name
+    with (workdir / f"{stem}.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), bootstrap, topic, app_id, str(count), str(result)],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        usage = Usage([proc.pid], bootstrap)
+        sampler = asyncio.ensure_future(usage.sample())
+        try:
+            deadline = time.monotonic() + 600
+            while not result.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{stem} stopped early; see {workdir}/{stem}.log")
+                await asyncio.sleep(0.2)  # polling a child's result file, not a test
+        finally:
+            sampler.cancel()
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+    marks: dict[str, float] = json.loads(result.read_text())
+    return marks, usage

@@ -16,7 +16,9 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
 * state: the worker's RSS per open session, its RocksDB bytes (`rocksdb://`), the
   changelog's records and bytes on the broker's disk per session and per event;
 * hot vs cold: `--burst` events over 100 sessions (hot: their state is in the caches)
-  against the same count spread one per session over the open sessions (cold);
+  against the same count spread one per session over the open sessions (cold); both are
+  user messages continuing the sessions (no tool calls: little detection work);
+  `--bare-agent`: the bare faust agent over the hot burst's records, in the same run;
 * recovery after `kill -9`: seconds until the restarted worker is ready and until the
   first verdict of an event produced after the kill, for a restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
@@ -75,6 +77,7 @@ from harness import (  # noqa: E402
     local_broker_dir,
     new_prefix,
     produce_batched,
+    run_bare_agent,
     start_worker,
     worker_env,
 )
@@ -514,7 +517,8 @@ async def hot_and_cold_variants(run: Run, n: int, seed: int, first_step: int = 0
 
 async def hot_and_cold(run: Run, n: int, seed: int) -> None:
     """`--burst` events over few sessions (hot), then as many spread one per session over
-    the `n` open ones (cold), from the loading worker (sampled with `--py-spy DIR`)."""
+    the `n` open ones (cold), from the loading worker (sampled with `--py-spy DIR`);
+    `--bare-agent`: then the bare faust agent over the hot burst's records."""
     burst = run.args.burst
     hot = continued(min(HOT_SESSIONS, n), burst, seed, offset=0)
     cold = continued(n, burst, seed, offset=burst)
@@ -526,6 +530,28 @@ async def hot_and_cold(run: Run, n: int, seed: int) -> None:
         f"hot ({min(HOT_SESSIONS, n)} sessions): {hot_rate:,.0f} events/s ({hot_usage}); "
         f"cold (spread over {n:,}): {cold_rate:,.0f} events/s, {cold_rate / hot_rate:.2f}x "
         f"({run.usage}); {load_line()}",
+        flush=True,
+    )
+    if run.args.bare_agent:
+        await bare_agent_over(run, hot, hot_rate)
+
+
+async def bare_agent_over(run: Run, lines: list[tuple[bytes, bytes]], worker_rate: float) -> None:
+    """The bare faust agent (ops/bench/bare_agent.py) over `lines` (a burst's records),
+    produced into an events topic of their own before it starts: events/s from its first
+    to its last record, against the worker's `worker_rate` over the same records."""
+    env = worker_env(run.bootstrap, new_prefix(), run.args.partitions)
+    settings = Settings.from_env(env)
+    await create_topics(settings)
+    await produce_batched(run.bootstrap, settings.events_topic, lines, run.args.partitions)
+    marks, usage = await run_bare_agent(
+        run.bootstrap, settings.events_topic, len(lines), run.workdir
+    )
+    rate = len(lines) / max(1e-9, marks["last"] - marks["first"])
+    print(
+        f"bare faust agent over the hot burst's records: {rate:,.0f} events/s "
+        f"({usage.between(marks['first'], marks['last'], len(lines))}); the worker's hot burst "
+        f"{worker_rate / rate:.2f}x it; {load_line()}",
         flush=True,
     )
 
@@ -682,6 +708,12 @@ def main() -> None:
         action="store_true",
         help="with --variant: the hot and cold bursts from the worker that loaded the "
         "sessions first (a long-running worker against freshly started ones)",
+    )
+    parser.add_argument(
+        "--bare-agent",
+        action="store_true",
+        help="after the loading worker's hot burst, the bare faust agent (bare_agent.py) over "
+        "the same records, in a topic of their own (the worker's hot rate against it)",
     )
     parser.add_argument(
         "--py-spy",
