@@ -224,21 +224,18 @@ async def sustained(args: argparse.Namespace, workdir: Path) -> None:
         if scale_out is not None:
             scale_outs.append(scale_out)
     if args.repeat > 1:
-        listed = ", ".join(f"{share:.0%}" for share in shares)
-        print(
-            f"  over {args.repeat} rounds: one worker {statistics.median(shares):.0%} of the "
-            f"bare agent (median; {listed})"
-        )
+        print(f"  over {args.repeat} rounds: one worker {_median_share(shares)}")
         if floors:
-            listed = ", ".join(f"{floor:.0%}" for floor in floors)
-            print(
-                f"  without detection: {statistics.median(floors):.0%} of the bare agent "
-                f"(median; {listed})"
-            )
+            print(f"  without detection: {_median_share(floors)}")
         if scale_outs:
             listed = ", ".join(f"{x:.2f}x" for x in scale_outs)
             print(f"  two workers {statistics.median(scale_outs):.2f}x one (median; {listed})")
     print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def _median_share(shares: list[float]) -> str:
+    listed = ", ".join(f"{share:.0%}" for share in shares)
+    return f"{statistics.median(shares):.0%} of the bare agent (median; {listed})"
 
 
 async def sustained_round(
@@ -272,31 +269,25 @@ async def sustained_round(
         print(f"    middle 80%: {plain_usage.between(plain['p10'], plain['p90'], count * 0.8)}")
 
     one_whole = 0.0
-    for label, tree, extra in _variants(args):
+    floor_share = None
+    for label, tree, extra, module in _variants(args):
         env = {**await app_env(args, events_topic), **extra}
-        one, one_usage, _ = await run_workers(args, env, 1, workdir, count, tree=tree)
+        one, one_usage, _ = await run_workers(
+            args, env, 1, workdir, count, tree=tree, module=module
+        )
         whole, middle = span_rates(one)
-        one_whole = one_whole or whole
+        note = ""
+        if module == FLOOR_MODULE:
+            floor_share = whole / bare_whole
+            note = f"; the worker {one_whole / whole:.0%} of it"
+        else:
+            one_whole = one_whole or whole
         name = f"{label}:"
         print(
             f"  {name:<19}{whole:8,.0f} events/s  (middle 80%: {middle:,.0f})  "
-            f"{whole / bare_whole:.0%} of the bare agent ({middle / bare_middle:.2f}x)"
+            f"{whole / bare_whole:.0%} of the bare agent ({middle / bare_middle:.2f}x){note}"
         )
         print(f"    middle 80%: {one_usage.between(*middle_window(one), len(one) * 0.8)}")
-    floor_share = None
-    if args.floor:
-        env = await app_env(args, events_topic)
-        floor, floor_usage, _ = await run_workers(
-            args, env, 1, workdir, count, module="detector_floor"
-        )
-        whole, middle = span_rates(floor)
-        floor_share = whole / bare_whole
-        print(
-            f"  {'without detection:':<19}{whole:8,.0f} events/s  (middle 80%: {middle:,.0f})  "
-            f"{floor_share:.0%} of the bare agent ({middle / bare_middle:.2f}x); the worker "
-            f"{one_whole / whole:.0%} of it"
-        )
-        print(f"    middle 80%: {floor_usage.between(*middle_window(floor), len(floor) * 0.8)}")
     if args.workers < 2:
         return one_whole / bare_whole, None, floor_share
     # One, then two workers, each of an app of its own over the same events produced into
@@ -320,17 +311,26 @@ async def sustained_round(
     return one_whole / bare_whole, rates[1] / rates[0], floor_share
 
 
-def _variants(args: argparse.Namespace) -> list[tuple[str, Path | None, dict[str, str]]]:
+FLOOR_MODULE = "detector_floor"
+"""`--floor`'s worker: ops/bench/detector_floor.py."""
+
+
+def _variants(
+    args: argparse.Namespace,
+) -> list[tuple[str, Path | None, dict[str, str], str | None]]:
     """The one-worker runs of a round: `--variant LABEL=TREE[:VAR=VALUE,...]` each (a
-    checkout and settings of its own), or this checkout as it is."""
-    if not args.variant:
-        return [("one worker", None, {})]
-    out = []
+    checkout and settings of its own), or this checkout as it is; then, with `--floor`,
+    the worker without detection. Each with the module it runs (None: the CLI)."""
+    out: list[tuple[str, Path | None, dict[str, str], str | None]] = []
     for spec in args.variant:
         label, _, rest = spec.partition("=")
         tree, _, settings = rest.partition(":")
         extra = dict(item.split("=", 1) for item in settings.split(",") if item)
-        out.append((label, Path(tree or ".").resolve(), extra))
+        out.append((label, Path(tree or ".").resolve(), extra, None))
+    if not out:
+        out.append(("one worker", None, {}, None))
+    if args.floor:
+        out.append(("without detection", None, {}, FLOOR_MODULE))
     return out
 
 
