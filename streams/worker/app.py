@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -33,6 +34,8 @@ from loopwatch.streams.kafka.outputs import FaustOutputs, Outputs
 from loopwatch.streams.kafka.topics import declare_topics
 from loopwatch.streams.settings import Settings
 from loopwatch.streams.worker.broker_outage import watch_broker
+from loopwatch.streams.worker.commit_timing import CommitTiming
+from loopwatch.streams.worker.commit_timing import install as install_commit_filter
 from loopwatch.streams.worker.handler import RecordHandler
 from loopwatch.streams.worker.lag import PartitionProgress, assigned_positions
 from loopwatch.streams.worker.metrics import CONTENT_TYPE, Metrics
@@ -131,10 +134,13 @@ def create_app(
     )
     app.task(handler.sweep_carried_over)
     on_changelog.target = handler.on_changelog_records
+    timing = CommitTiming(metrics.registry, settings.commit_interval_ms / 1000)
+    install_commit_filter(timing)
     _guard_commits(
         app,
         store,
         outputs,
+        timing,
         fetch_wait_ms=settings.fetch_wait_ms,
         changelog_batches=settings.changelog_batches,
     )
@@ -275,6 +281,7 @@ def _guard_commits(
     app: Any,
     store: TableSessionStore,
     outputs: Outputs,
+    timing: CommitTiming,
     *,
     fetch_wait_ms: int,
     changelog_batches: bool = False,
@@ -283,7 +290,8 @@ def _guard_commits(
     outputs' flush (which covers their changelog records), so an offset is committed
     only after its event's session record and verdict are acknowledged. The records are
     written a few dozen per loop turn, so events go on being processed in between (the
-    offsets this commit covers were fixed before the hook runs).
+    offsets this commit covers were fixed before the hook runs). How long that takes goes
+    to `timing` (`loopwatch_commit_seconds`, in place of faust's overlap warnings).
 
     The first commit also moves every object alive then (the modules, faust's and
     aiokafka's machinery: ~90,000 of them) out of the cyclic garbage collector's reach
@@ -299,8 +307,10 @@ def _guard_commits(
             frozen = True
             gc.freeze()
             gc.set_threshold(*GC_THRESHOLDS)
+        started = time.monotonic()
         await store.write_pending_in_turns()
         await outputs.flush()
+        timing.observe(time.monotonic() - started)
 
     guard_commits(
         app, before_commit, fetch_wait_ms=fetch_wait_ms, changelog_batches=changelog_batches

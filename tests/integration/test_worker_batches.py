@@ -78,6 +78,10 @@ async def test_a_worker_killed_in_a_backlog_loses_and_contradicts_no_verdict(
     assert _distinct(records) == expected, worker.log_excerpt()
     (line,) = [x for x in metrics.splitlines() if x.startswith("loopwatch_verdicts_total")]
     assert float(line.split()[1]) > 0, "the restarted worker processed the rest"
+    (line,) = [x for x in metrics.splitlines() if x.startswith("loopwatch_commit_seconds_count")]
+    assert float(line.split()[1]) > 0, "its commits were timed"
+    # a commit in a backlog outlasts the interval: faust's timer warning is not logged
+    assert "is overlapping" not in worker.log(), worker.log_excerpt()
 
 
 async def test_a_rebalance_under_a_backlog_gives_the_verdicts_of_one_worker(
