@@ -49,6 +49,8 @@ MAX_FETCH_WAIT_MS = 100
 # Kafka's own bounds are the broker's group.min/max.session.timeout.ms (6 s / 30 min by
 # default); faust requires the session timeout to stay below its 90 s request timeout.
 MAX_STANDBY_REPLICAS = 3
+DEFAULT_SESSION_CACHE = 4096
+MAX_SESSION_CACHE = 10_000_000
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 90_000
 
@@ -130,6 +132,9 @@ class Settings(BaseModel):
     of them takes the partition over without rebuilding it (docs/operations.md)."""
     rocksdb_cache_mb: StrictInt = Field(128, ge=8, le=1024 * 1024)
     """The RocksDB block cache of one worker, in MiB, shared out over the partitions."""
+    session_cache: StrictInt = Field(DEFAULT_SESSION_CACHE, ge=0, le=MAX_SESSION_CACHE)
+    """Sessions whose decoded record the worker keeps in memory (least recently used
+    first out): their next event skips the record's decode (docs/operations.md)."""
     processing_guarantee: ProcessingGuarantee = "at_least_once"
     output_linger_ms: StrictInt = Field(10, ge=0, le=MAX_LINGER_MS)
     """How long a verdict or changelog record may wait to share a batch (streams.kafka.outputs):
@@ -338,6 +343,7 @@ ENVIRONMENT: dict[str, tuple[str, Parser]] = {
     "data_dir": ("LOOPWATCH_DATA_DIR", text),
     "standby_replicas": ("LOOPWATCH_STANDBY_REPLICAS", integer(0, maximum=MAX_STANDBY_REPLICAS)),
     "rocksdb_cache_mb": ("LOOPWATCH_ROCKSDB_CACHE_MB", integer(8)),
+    "session_cache": ("LOOPWATCH_SESSION_CACHE", integer(0, maximum=MAX_SESSION_CACHE)),
     "processing_guarantee": (
         "LOOPWATCH_PROCESSING_GUARANTEE",
         choice("at_least_once", "exactly_once"),

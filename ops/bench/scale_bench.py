@@ -3,7 +3,7 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python ops/bench/scale_bench.py \
         [--sessions 10000] [--events-per-session 20] [--store rocksdb://|memory://] \
         [--partitions 4] [--burst 20000] [--skip-recovery] [--tree CHECKOUT] \
-        [--rocksdb-cache-mb MB]
+        [--rocksdb-cache-mb MB] [--worker-env VAR=VALUE ...]
     ... scale_bench.py --expire --sessions 100000 --events-per-session 2 [--ttl SECONDS]
     ... scale_bench.py --takeover --sessions 100000 [--events-per-session 20]
 
@@ -195,6 +195,9 @@ class Run:
             self.env["LOOPWATCH_SESSION_TTL_SECONDS"] = str(self.ttl)
         if args.rocksdb_cache_mb is not None:
             self.env["LOOPWATCH_ROCKSDB_CACHE_MB"] = str(args.rocksdb_cache_mb)
+        for setting in args.worker_env:
+            name, _, value = setting.partition("=")
+            self.env[name] = value
         self.settings = Settings.from_env(self.env)
         self.produced = 0
         self.worker: Any = None
@@ -668,6 +671,13 @@ def main() -> None:
         default=None,
         help="the worker's LOOPWATCH_ROCKSDB_CACHE_MB (a small cache is full at a small N, "
         "so two N then give the per-session cost without the cache's growth in it)",
+    )
+    parser.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="a setting of every worker of the run (repeatable), e.g. LOOPWATCH_SESSION_CACHE=0",
     )
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the workdir (logs, data)")

@@ -55,7 +55,7 @@ processed nothing until the commit, with its session writes and flush, was done.
 GC_THRESHOLDS = (20_000, 20, 100)
 """The cyclic collector's thresholds from the first commit on (Python's: 700, 10, 10).
 Events spread over many sessions decode a record each, and the decoded records kept for
-the session's next event (`table_store.MAX_DECODED_RECORDS`) survive into the oldest
+the session's next event (`LOOPWATCH_SESSION_CACHE`, 4,096 by default) survive into the oldest
 generation, whose full collection then ran every few hundred events: a tenth to a quarter
 of a cold event's CPU (docs/performance.md §4, "The cold path"). A full
 collection still runs every ~40M container allocations (~30 s of a cold backlog)."""
@@ -114,7 +114,9 @@ def create_app(
     # Deferred writes: one table write (changelog record) per session per offset commit,
     # made just before the commit's flush (not under exactly_once: faust's transactions
     # write the changelog with each event there).
-    store = TableSessionStore(table, deferred=table.outputs is not None)
+    store = TableSessionStore(
+        table, deferred=table.outputs is not None, max_decoded=settings.session_cache
+    )
     handler = RecordHandler(
         store=store,
         topics=topics,

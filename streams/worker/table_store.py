@@ -15,7 +15,8 @@ from loopwatch.streams.worker.record import SessionRecord, Unconfirmed
 from loopwatch.streams.worker.store import VerdictDeliveries
 
 MAX_DECODED_RECORDS = 4096
-"""Decoded table values kept per key; beyond it the least recently used is decoded again."""
+"""Decoded table values kept by default (`LOOPWATCH_SESSION_CACHE`); beyond them the least
+recently used is decoded again."""
 MAX_PENDING_WRITES = 4096
 """Sessions noted for the next write (deferred writes); at this many they are written at
 once, without waiting for the commit."""
@@ -66,6 +67,7 @@ class TableSessionStore:
         *,
         deferred: bool = False,
         max_pending: int = MAX_PENDING_WRITES,
+        max_decoded: int = MAX_DECODED_RECORDS,
     ) -> None:
         self._table = table
         self._partitioned = table if _is_partitioned(table) else None
@@ -73,9 +75,11 @@ class TableSessionStore:
             table.get if self._partitioned is None else self._partitioned.stored
         )
         self.deliveries = VerdictDeliveries()
-        # The decoded form of the values this worker wrote last (LRU): the next event of
-        # a session skips the JSON decode when the stored bytes are still the same.
+        # The decoded form of the values this worker wrote last (LRU, at most
+        # `max_decoded`; 0: none): the next event of a session skips the record's decode
+        # when the stored bytes are still the same.
         self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
+        self._max_decoded = max_decoded
         self._deferred = deferred
         self._max_pending = max_pending
         # key -> (partition, newest record; None: delete), in the order first noted
@@ -238,10 +242,12 @@ class TableSessionStore:
         for the session's next `get`."""
         stored = self._unconfirmed_only(key, record)
         encoded = stored.encode()
-        self._decoded[key] = (encoded, stored)
-        self._decoded.move_to_end(key)
-        if len(self._decoded) > MAX_DECODED_RECORDS:
-            self._decoded.popitem(last=False)
+        if self._max_decoded:
+            decoded = self._decoded
+            decoded[key] = (encoded, stored)
+            decoded.move_to_end(key)
+            if len(decoded) > self._max_decoded:
+                decoded.popitem(last=False)
         return encoded
 
 

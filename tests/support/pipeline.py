@@ -24,7 +24,7 @@ from loopwatch.streams.worker.pipeline import (
 )
 from loopwatch.streams.worker.record import SessionRecord
 from loopwatch.streams.worker.store import MemorySessionStore
-from loopwatch.streams.worker.table_store import TableSessionStore
+from loopwatch.streams.worker.table_store import MAX_DECODED_RECORDS, TableSessionStore
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 """The worker's clock for a record without a timestamp (records are stamped with their
@@ -175,9 +175,11 @@ def over_table(
     pipeline_options: PipelineOptions | None = None,
     expiry: ExpiryIndex | None = None,
     partition_of: Callable[[bytes], int] = lambda key: 0,
+    max_decoded: int = MAX_DECODED_RECORDS,
 ) -> Pipeline[TableSessionStore]:
-    """A pipeline over `table` as the worker has it (`TableSessionStore`), its expiry
-    index rebuilt from the table's records as recovery does."""
+    """A pipeline over `table` as the worker has it (`TableSessionStore`, keeping
+    `max_decoded` decoded records), its expiry index rebuilt from the table's records as
+    recovery does."""
     index = expiry_index() if expiry is None else expiry
     for key, value in table.items():
         record = SessionRecord.decode(value)
@@ -189,7 +191,7 @@ def over_table(
             wall=record.seen_wall,
         )
     return Pipeline(
-        TableSessionStore(table, deferred=deferred),
+        TableSessionStore(table, deferred=deferred, max_decoded=max_decoded),
         options=options() if pipeline_options is None else pipeline_options,
         expiry=index,
     )

@@ -77,6 +77,7 @@ def test_every_variable_is_read() -> None:
             "LOOPWATCH_REBALANCE_TIMEOUT_MS": "30000",
             "LOOPWATCH_STANDBY_REPLICAS": "1",
             "LOOPWATCH_ROCKSDB_CACHE_MB": "512",
+            "LOOPWATCH_SESSION_CACHE": "200000",
         }
     )
     assert settings.bootstrap_servers == "k1:9092,k2:19092"
@@ -95,6 +96,7 @@ def test_every_variable_is_read() -> None:
     assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (6000, 2000)
     assert settings.rebalance_timeout_ms == 30000
     assert (settings.standby_replicas, settings.rocksdb_cache_mb) == (1, 512)
+    assert settings.session_cache == 200_000
 
 
 def test_empty_value_means_default() -> None:
@@ -161,6 +163,11 @@ def test_empty_value_means_default() -> None:
             "LOOPWATCH_STANDBY_REPLICAS must be an integer from 0 to 3, got '4'",
         ),
         ("LOOPWATCH_ROCKSDB_CACHE_MB", "4", "LOOPWATCH_ROCKSDB_CACHE_MB must be an integer >= 8"),
+        (
+            "LOOPWATCH_SESSION_CACHE",
+            "-1",
+            "LOOPWATCH_SESSION_CACHE must be an integer from 0 to 10000000, got '-1'",
+        ),
         ("KAFKA_BOOTSTRAP_SERVERS", "localhost", "KAFKA_BOOTSTRAP_SERVERS must be a comma"),
         ("KAFKA_BOOTSTRAP_SERVERS", "a:1,b:x", "got 'a:1,b:x'"),
         ("LOOPWATCH_STORE", "redis://", "LOOPWATCH_STORE must start with memory:// or rocksdb://"),

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from loopwatch.streams.worker.pipeline import Duplicate, Outcome, Rejected
 from loopwatch.streams.worker.record import SessionRecord
-from loopwatch.streams.worker.table_store import TableSessionStore
+from loopwatch.streams.worker.table_store import MAX_DECODED_RECORDS, TableSessionStore
 from tests.support.builders import SessionBuilder
 from tests.support.pipeline import FakeTable, Pipeline, Record, Sent, over_table
 
@@ -33,10 +33,16 @@ class Worker:
 
     table: FakeTable
     deferred: bool
+    max_decoded: int = MAX_DECODED_RECORDS
     pipeline: Pipeline[TableSessionStore] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.pipeline = over_table(self.table, deferred=self.deferred, partition_of=_partition)
+        self.pipeline = over_table(
+            self.table,
+            deferred=self.deferred,
+            partition_of=_partition,
+            max_decoded=self.max_decoded,
+        )
 
     @property
     def sent(self) -> list[Sent]:
@@ -124,12 +130,14 @@ def _scripts(draw: st.DrawFn) -> list[Record | None]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(script=_scripts())
+@given(script=_scripts(), cached=st.sampled_from([0, 1, MAX_DECODED_RECORDS]))
 def test_deferred_writes_give_the_per_event_outcomes_and_table(
-    script: list[Record | None],
+    script: list[Record | None], cached: int
 ) -> None:
+    """Whatever number of decoded records the deferred store keeps
+    (`LOOPWATCH_SESSION_CACHE`: none, one, the default)."""
     per_event = Worker(FakeTable(), deferred=False)
-    deferred = Worker(FakeTable(), deferred=True)
+    deferred = Worker(FakeTable(), deferred=True, max_decoded=cached)
     for item in script:
         if item is None:
             deferred.commit()
