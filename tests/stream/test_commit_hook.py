@@ -6,10 +6,12 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from loopwatch.streams.kafka.batched_outputs import BatchedOutputs
 from loopwatch.streams.settings import Settings
 from loopwatch.streams.worker.app import COMMIT_BY_TIME_ONLY, _guard_commits
+from loopwatch.streams.worker.commit_timing import CommitTiming
 from tests.stream.conftest import Harness
 
 
@@ -30,13 +32,16 @@ async def test_the_first_commit_freezes_the_start_up_objects_out_of_the_collecto
     harness: Harness, unfrozen: None
 ) -> None:
     outputs = BatchedOutputs(_unused_producer, on_failure=lambda exc: None)
-    _guard_commits(harness.app, harness.app.loopwatch_store, outputs, fetch_wait_ms=0)
+    registry = CollectorRegistry()
+    timing = CommitTiming(registry, 0.5)
+    _guard_commits(harness.app, harness.app.loopwatch_store, outputs, timing, fetch_wait_ms=0)
     assert gc.get_freeze_count() == 0
     await harness.app.transport.before_commit()
     assert gc.get_freeze_count() > 0
     gc.unfreeze()
     await harness.app.transport.before_commit()
     assert gc.get_freeze_count() == 0, "only the first commit freezes"
+    assert registry.get_sample_value("loopwatch_commit_seconds_count") == 2, "both timed"
 
 
 async def test_recording_outputs_leave_the_test_process_collector_alone(
