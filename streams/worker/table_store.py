@@ -76,9 +76,11 @@ class TableSessionStore:
         )
         self.deliveries = VerdictDeliveries()
         # The decoded form of the values this worker wrote last (LRU, at most
-        # `max_decoded`; 0: none): the next event of a session skips the record's decode
-        # when the stored bytes are still the same.
-        self._decoded: OrderedDict[bytes, tuple[bytes, SessionRecord]] = OrderedDict()
+        # `max_decoded`; 0: none): the next event of a session skips the table read and
+        # the record's decode. Only this store writes the table of the partitions it
+        # processes; a rebalance (`forget_partitions`), after which a partition's table
+        # may hold another worker's writes, empties it.
+        self._decoded: OrderedDict[bytes, SessionRecord] = OrderedDict()
         self._max_decoded = max_decoded
         self._deferred = deferred
         self._max_pending = max_pending
@@ -106,13 +108,11 @@ class TableSessionStore:
             assert isinstance(noted, tuple)
             record: SessionRecord | None = noted[1]
             return record
-        stored = self._stored(key)
-        if stored is None:
-            return None
         cached = self._decoded.get(key)
-        if cached is not None and cached[0] == stored:
-            return cached[1]
-        return SessionRecord.decode(stored)
+        if cached is not None:
+            return cached
+        stored = self._stored(key)
+        return None if stored is None else SessionRecord.decode(stored)
 
     def set(self, session_id: str, record: SessionRecord) -> None:
         key = session_id.encode()
@@ -183,13 +183,15 @@ class TableSessionStore:
         table = self._partitioned
         assert table is not None, "deferred writes need a PartitionedTable"
         for partition, writes in by_partition.items():
+            stored = [
+                (key, None if r is None else self._unconfirmed_only(key, r)) for key, r in writes
+            ]
             table.write_all(
-                partition,
-                [
-                    (key, None if record is None else self._encoded(key, record))
-                    for key, record in writes
-                ],
+                partition, [(key, None if r is None else r.encode()) for key, r in stored]
             )
+            for key, record in stored:
+                if record is not None:
+                    self._remember(key, record)
 
     def _unconfirmed_only(self, key: bytes, record: SessionRecord) -> SessionRecord:
         """`record` without the verdicts and episodes acknowledged since it was noted
@@ -224,6 +226,8 @@ class TableSessionStore:
         not committed, so their next owner processes them again)."""
         if not partitions:
             return
+        # the decoded records do not say their partition: all go, read again when needed
+        self._decoded.clear()
         self._pending = {k: v for k, v in self._pending.items() if v[0] not in partitions}
         self._writing = {k: v for k, v in self._writing.items() if v[0] not in partitions}
 
@@ -235,20 +239,19 @@ class TableSessionStore:
             self.write_pending()  # bounded memory; a commit writes the rest
 
     def _write(self, key: bytes, record: SessionRecord) -> None:
-        self._table[key] = self._encoded(key, record)
-
-    def _encoded(self, key: bytes, record: SessionRecord) -> bytes:
-        """`record` as stored (`_unconfirmed_only`), encoded; its decoded form noted
-        for the session's next `get`."""
         stored = self._unconfirmed_only(key, record)
-        encoded = stored.encode()
+        self._table[key] = stored.encode()
+        self._remember(key, stored)
+
+    def _remember(self, key: bytes, stored: SessionRecord) -> None:
+        """`stored`, just written for `key`, is what the session's next `get` returns
+        (noted once written: a write that raised leaves the table's older value)."""
         if self._max_decoded:
             decoded = self._decoded
-            decoded[key] = (encoded, stored)
+            decoded[key] = stored
             decoded.move_to_end(key)
             if len(decoded) > self._max_decoded:
                 decoded.popitem(last=False)
-        return encoded
 
 
 def _is_partitioned(table: object) -> TypeGuard[PartitionedTable]:

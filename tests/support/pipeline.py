@@ -68,6 +68,8 @@ class FakeTable(dict[bytes, bytes]):
         super().__init__()
         self.partition = 0
         self.changelog: list[tuple[int, bytes, bytes | None]] = []
+        self.reads = 0
+        """`stored` calls (the store's reads)."""
 
     def current_partition(self) -> int:
         return self.partition
@@ -81,6 +83,7 @@ class FakeTable(dict[bytes, bytes]):
             self.partition = before
 
     def stored(self, key: bytes) -> bytes | None:
+        self.reads += 1
         return self.get(key)
 
     def write_all(self, partition: int, writes: Sequence[Write]) -> None:

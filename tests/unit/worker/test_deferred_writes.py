@@ -193,3 +193,50 @@ def test_a_crash_between_commits_loses_and_contradicts_no_verdict(
     assert set(delivered) == set(verdicts)  # none lost, none invented
     for ident, payloads in delivered.items():
         assert payloads == verdicts[ident]  # none lost or contradicted
+
+
+def _record(session: str, steps: int) -> SessionRecord:
+    """The record a store holds for `session` after its first `steps` + 1 events."""
+    builder = SessionBuilder(session)
+    builder.user("fix the bug")
+    for n in range(steps):
+        builder.step(("read_file", {"path": f"{n}.py"}))
+    worker = Worker(FakeTable(), deferred=True)
+    for event in builder.events:
+        worker.run(session.encode(), event.model_dump_json().encode())
+    worker.commit()
+    return SessionRecord.decode(worker.table[session.encode()])
+
+
+def test_a_rebalance_empties_the_decoded_records_and_the_table_is_read_again() -> None:
+    """The decoded records are the store's own writes: a session's next event reads
+    neither the table nor a decode. A partition revoked may come back with another
+    worker's writes in its table (a changelog recovery), so a revocation empties them."""
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True)
+    mine, theirs = _record("s0", 1), _record("s0", 3)
+    store.set("s0", mine)
+    store.write_pending()
+    assert store.get("s0") is not None
+    assert store.get("s0") == mine
+    table.reads = 0
+    assert store.get("s0") == mine and table.reads == 0, "no read of the table"
+    store.forget_partitions({0})  # revoked; then assigned again, recovered:
+    dict.__setitem__(table, b"s0", theirs.encode())  # (another owner's write meanwhile)
+    assert store.get("s0") == theirs
+    assert table.reads == 1
+    store.forget_partitions(set())  # a rebalance that revoked none of its partitions
+    store.set("s0", mine)
+    store.write_pending()
+    assert store.get("s0") == mine
+
+
+def test_without_decoded_records_every_get_reads_the_table() -> None:
+    table = FakeTable()
+    store = TableSessionStore(table, deferred=True, max_decoded=0)
+    record = _record("s1", 2)
+    store.set("s1", record)
+    store.write_pending()
+    table.reads = 0
+    assert store.get("s1") == record == store.get("s1")
+    assert table.reads == 2
