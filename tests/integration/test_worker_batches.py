@@ -6,10 +6,7 @@ integration suite over the per-record loop.)"""
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,8 @@ from tests.integration.worker_harness import (
     event_records,
     failover_deadline,
     loop_dense_stream,
+    metric_value,
+    metrics_page,
     produce,
     scan_verdicts,
     verdict_key,
@@ -31,23 +30,7 @@ from tests.integration.worker_harness import (
 pytestmark = pytest.mark.kafka
 
 BATCHES = ("LOOPWATCH_BATCH_HAND_OFF", "true")
-
-
-def _value(metrics: str, name: str) -> float:
-    (line,) = [x for x in metrics.splitlines() if x.startswith(name + " ")]
-    return float(line.split()[1])
-
-
-async def _metrics_with(worker: WorkerProcess, name: str, *, deadline: float) -> str:
-    """The worker's /metrics page once `name` is above 0 there (polled until `deadline`
-    seconds have passed; then the last page, for the assertion to show)."""
-    end = time.monotonic() + deadline
-    while True:
-        with urllib.request.urlopen(f"http://127.0.0.1:{worker.web_port}/metrics") as page:
-            metrics = page.read().decode()
-        if _value(metrics, name) > 0 or time.monotonic() > end:
-            return metrics
-        await asyncio.sleep(0.2)
+COMMITS_TIMED = "loopwatch_commit_seconds_count"
 
 
 def _distinct(records: list[Any]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -91,12 +74,14 @@ async def test_a_worker_killed_in_a_backlog_loses_and_contradicts_no_verdict(
             deadline=failover_deadline(env.settings()) + 60,
         )
         # its first offset commit may come after the last verdict: wait for it
-        metrics = await _metrics_with(worker, "loopwatch_commit_seconds_count", deadline=30)
+        metrics = metrics_page(
+            worker.web_port, lambda page: metric_value(page, COMMITS_TIMED) > 0, deadline=30
+        )
     finally:
         worker.stop()
     assert _distinct(records) == expected, worker.log_excerpt()
-    assert _value(metrics, "loopwatch_verdicts_total") > 0, "the rest was processed here"
-    assert _value(metrics, "loopwatch_commit_seconds_count") > 0, "its commits were timed"
+    assert metric_value(metrics, "loopwatch_verdicts_total") > 0, "the rest was processed here"
+    assert metric_value(metrics, COMMITS_TIMED) > 0, "its commits were timed"
     # a commit in a backlog outlasts the interval: faust's timer warning is not logged
     assert "is overlapping" not in worker.log(), worker.log_excerpt()
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +27,8 @@ from tests.integration.worker_harness import (
     consume,
     event_records,
     loop_dense_stream,
+    metric_value,
+    metrics_page,
     produce,
     scan_verdicts,
     verdict_key,
@@ -96,9 +96,13 @@ def run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         )
         # The redelivered events come last and get no verdict: wait until all were seen.
         duplicates_seen = len(duplicates) + len(events) - len(expected)
-        metrics = _metrics_with_every_panel(
+        # every series the dashboard reads too (partition lag is measured on a timer)
+        metrics = metrics_page(
             worker.web_port,
-            lambda page: _value(page, "loopwatch_duplicates_skipped_total") >= duplicates_seen,
+            lambda page: (
+                not missing_from(page)
+                and metric_value(page, "loopwatch_duplicates_skipped_total") >= duplicates_seen
+            ),
         )
     finally:
         worker.stop()
@@ -114,27 +118,6 @@ def scan_episodes(events: list[AgentEvent]) -> list[bytes]:
         scanner.judge(event)
         closed.extend(episode.to_json() for episode in scanner.closed_episodes)
     return closed
-
-
-def _value(metrics: str, name: str) -> float:
-    for line in metrics.splitlines():
-        if line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-def _metrics_with_every_panel(
-    web_port: int, complete: Callable[[str], bool], deadline: float = 30.0
-) -> str:
-    """The worker's /metrics once it has every series the dashboard reads (partition lag
-    is measured on a timer) and `complete(page)` holds, or as it is at the deadline."""
-    end = time.monotonic() + deadline
-    while True:
-        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics") as page:
-            metrics: str = page.read().decode()
-        if (not missing_from(metrics) and complete(metrics)) or time.monotonic() >= end:
-            return metrics
-        time.sleep(0.5)  # polling a page inside a deadline, not synchronisation
 
 
 def test_verdicts_equal_scan(run: Run) -> None:

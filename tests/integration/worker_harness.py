@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -270,3 +271,23 @@ def loop_dense_stream(sessions: int, steps: int, seed: int = 7) -> list[AgentEve
         if not queue:
             queues.remove(queue)
     return merged
+
+
+def metric_value(page: str, name: str) -> float:
+    """An unlabelled sample of a /metrics page (0.0 when the page lacks it)."""
+    for line in page.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def metrics_page(web_port: int, ready: Callable[[str], bool], deadline: float = 30.0) -> str:
+    """The worker's /metrics page once `ready(page)` holds (a timer or a commit may update
+    it after the last verdict), or as it is at the deadline, for the assertion to show."""
+    end = time.monotonic() + deadline
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics") as page:
+            metrics: str = page.read().decode()
+        if ready(metrics) or time.monotonic() >= end:
+            return metrics
+        time.sleep(0.2)  # polling a page inside a deadline, not synchronisation

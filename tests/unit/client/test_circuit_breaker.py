@@ -18,26 +18,19 @@ from loopwatch.streams.client.encoding import EventEncoder
 from loopwatch.streams.client.outbox import Outbox, Outgoing
 from loopwatch.streams.client.session import Session
 from loopwatch.streams.client.stats import ClientStats
+from tests.support.clocks import ManualClock
 
 TS = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def breaker(clock: FakeClock, k: int = 3, probe: float = 2.0) -> CircuitBreaker:
+def breaker(clock: ManualClock, k: int = 3, probe: float = 2.0) -> CircuitBreaker:
     return CircuitBreaker(k, probe, monotonic=clock, wall_clock=clock)
 
 
 def test_k_consecutive_failures_open_it_once_and_log_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     b = breaker(clock)
     changes: list[str] = []
     b.listeners.append(lambda stats: changes.append(stats.state))
@@ -62,7 +55,7 @@ def test_k_consecutive_failures_open_it_once_and_log_once(
 
 
 def test_a_verdict_in_time_resets_the_count_a_late_one_does_not() -> None:
-    b = breaker(FakeClock())
+    b = breaker(ManualClock())
     b.failure("timeout")
     b.failure("timeout")
     b.verdict_arrived()  # late: its wait gave up already
@@ -75,7 +68,7 @@ def test_a_verdict_in_time_resets_the_count_a_late_one_does_not() -> None:
 
 
 def test_it_closes_on_the_first_verdict_once_open_for_the_probe_interval() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     b = breaker(clock, k=2, probe=2.0)
     b.failure("timeout")
     b.failure("timeout")
@@ -133,7 +126,7 @@ def session_with(b: CircuitBreaker, stats: ClientStats) -> Session:
 def test_while_open_a_wait_returns_at_once_with_what_has_arrived() -> None:
     async def scenario() -> None:
         stats = ClientStats()
-        clock = FakeClock()
+        clock = ManualClock()
         b = breaker(clock, k=2, probe=2.0)
         session = session_with(b, stats)
         await session.user("hi", message_index=0)
@@ -159,7 +152,7 @@ def test_while_open_a_wait_returns_at_once_with_what_has_arrived() -> None:
 def test_an_event_that_cannot_be_encoded_is_dropped_not_raised() -> None:
     async def scenario() -> None:
         stats = ClientStats()
-        session = session_with(breaker(FakeClock()), stats)
+        session = session_with(breaker(ManualClock()), stats)
         seq = await session.tool_result("c1", "calc", result=float("nan"))
         assert stats.dropped == 1 and session.last_seq is None
         assert await session.user("next") == seq  # the seq was not used

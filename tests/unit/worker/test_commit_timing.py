@@ -16,20 +16,13 @@ from loopwatch.streams.worker.commit_timing import (
     CommitTiming,
     install,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import ManualClock
 
 
 def overlap(name: str) -> None:
     """Run mode's timer named `name` (interval 0.5 s) through one iteration whose body
     takes 2 s: mode logs its overlap warning, as faust's commit timer does in a backlog."""
-    clock = Clock()
+    clock = ManualClock()
     timer = Timer(0.5, name=name, clock=clock)
     timer.tick()  # the first wake-up
     clock.now += 0.5
@@ -40,7 +33,7 @@ def overlap(name: str) -> None:
 
 @pytest.fixture
 def timing() -> CommitTiming:
-    return CommitTiming(CollectorRegistry(), 0.5, clock=Clock())
+    return CommitTiming(CollectorRegistry(), 0.5, clock=ManualClock())
 
 
 def test_the_commit_timers_overlap_warning_is_dropped_and_other_timers_still_warn(
@@ -75,7 +68,7 @@ def test_installing_again_replaces_the_filter(timing: CommitTiming) -> None:
 def test_durations_go_to_the_histogram_and_long_ones_to_a_line_a_minute(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock, registry = Clock(), CollectorRegistry()
+    clock, registry = ManualClock(), CollectorRegistry()
     timing = CommitTiming(registry, 0.5, clock=clock)
     caplog.set_level(logging.INFO, logger="loopwatch.commits")
     for seconds in (0.2, 1.5, 3.0):

@@ -19,14 +19,7 @@ from loopwatch.streams.worker.broker_outage import (
     OutageLogFilter,
 )
 from loopwatch.streams.worker.log_format import JsonLogFormatter
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import ManualClock
 
 
 def record(
@@ -39,7 +32,7 @@ CONNECT = "Unable connect to node with id 1: [Errno 111] Connect call failed ('1
 
 
 def test_an_outage_is_three_lines_with_its_duration(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     outage = BrokerOutage(clock=clock)
     log_filter = OutageLogFilter(outage)
     caplog.set_level(logging.INFO, logger="loopwatch.broker")
@@ -71,7 +64,7 @@ def test_the_dashboard_names_itself_as_the_one_that_retries(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     log = logging.getLogger("test.dashboard")
-    outage = BrokerOutage(clock=Clock(), log=log, subject="the dashboard")
+    outage = BrokerOutage(clock=ManualClock(1000.0), log=log, subject="the dashboard")
     caplog.set_level(logging.INFO, logger="test.dashboard")
     assert not OutageLogFilter(outage).filter(record(CONNECT))
     [message] = [r.getMessage() for r in caplog.records]
@@ -79,7 +72,7 @@ def test_the_dashboard_names_itself_as_the_one_that_retries(
 
 
 def test_the_end_waits_for_quiet_after_the_coordinator_is_back() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     outage = BrokerOutage(clock=clock, log=logging.getLogger("test.outage"))
     log_filter = OutageLogFilter(outage)
     log_filter.filter(record(CONNECT))
@@ -97,7 +90,7 @@ def test_the_end_waits_for_quiet_after_the_coordinator_is_back() -> None:
 
 
 def test_a_forming_coordinator_on_start_is_not_an_error() -> None:
-    outage = BrokerOutage(clock=Clock())
+    outage = BrokerOutage(clock=ManualClock(1000.0))
     log_filter = OutageLogFilter(outage)
     forming = "Group Coordinator Request failed: [Error 15] GroupCoordinatorNotAvailableError"
     assert not log_filter.filter(record(forming))
@@ -106,7 +99,7 @@ def test_a_forming_coordinator_on_start_is_not_an_error() -> None:
 
 
 def test_the_metric_counts_the_current_outage_too() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     outage = BrokerOutage(clock=clock, log=logging.getLogger("test.outage"))
     registry = CollectorRegistry()
     registry.register(OutageCollector(outage))
