@@ -239,6 +239,45 @@ async def collect(
     return got
 
 
+async def count_verdicts(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    *,
+    deadline: float,
+    ready: asyncio.Event,
+) -> tuple[int, float, float]:
+    """`collect(..., ready=ready, patient=True)` that keeps no record: how many of `count`
+    verdicts came, and the first and last of their record timestamps (epoch seconds)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=500,
+        fetch_min_bytes=256 * 1024,
+    )
+    await consumer.start()
+    got, first, last = 0, float("inf"), float("-inf")
+    try:
+        tps = [TopicPartition(topic, partition) for partition in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:
+            await consumer.position(tp)
+        ready.set()
+        end = time.monotonic() + deadline
+        while got < count and time.monotonic() < end:
+            batches = await consumer.getmany(timeout_ms=200)
+            for batch in batches.values():
+                if batch:
+                    got += len(batch)
+                    first = min(first, batch[0].timestamp / 1000)
+                    last = max(last, batch[-1].timestamp / 1000)
+    finally:
+        await consumer.stop()
+    return got, first, last
+
+
 def records(events: int, sessions: int, seed: int) -> list[tuple[bytes, bytes]]:
     out = []
     for event in generate(sessions, events, seed):

@@ -62,7 +62,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 from harness import (  # noqa: E402
     Usage,
     collect,
+    count_verdicts,
     delete_run_topics,
     local_broker_dir,
     new_prefix,
@@ -89,13 +90,39 @@ from loopwatch.streams.settings import Settings  # noqa: E402
 HOT_SESSIONS = 100
 
 
-def open_sessions(sessions: int, per_session: int, seed: int) -> list[tuple[bytes, bytes]]:
-    """`sessions` interleaved synthetic sessions, none ended."""
+BLOCK_SESSIONS = 100_000
+"""Sessions made and produced at a time by `Fleet`: making a synthetic session holds ~20
+KB of its file texts, so a million at once would take ~20 GB. Up to this many sessions
+are one block, interleaved as one (the runs before blocks existed)."""
+
+
+def open_sessions(
+    sessions: int, per_session: int, seed: int, first: int = 0
+) -> list[tuple[bytes, bytes]]:
+    """`sessions` interleaved synthetic sessions, none ended (`first`: the index of the
+    first one, `synth.generate`)."""
     lines = []
-    for event in generate(sessions, sessions * per_session, seed):
+    for event in generate(sessions, sessions * per_session, seed, first=first):
         if event["type"] != "session_end":
             lines.append((event["session_id"].encode(), json.dumps(event).encode()))
     return lines
+
+
+class Fleet:
+    """`open_sessions(sessions, ...)` a block of `BLOCK_SESSIONS` at a time (`blocks()`),
+    made only when the previous block has been produced."""
+
+    def __init__(self, sessions: int, per_session: int, seed: int) -> None:
+        self.sessions, self.per_session, self.seed = sessions, per_session, seed
+
+    def __len__(self) -> int:
+        """Events in all: each session's `per_session` less its `session_end`."""
+        return self.sessions * max(0, self.per_session - 1)
+
+    def blocks(self) -> Iterator[list[tuple[bytes, bytes]]]:
+        for first in range(0, self.sessions, BLOCK_SESSIONS):
+            count = min(BLOCK_SESSIONS, self.sessions - first)
+            yield open_sessions(count, self.per_session, self.seed, first=first)
 
 
 def continued(sessions: int, count: int, seed: int, offset: int) -> list[tuple[bytes, bytes]]:
@@ -235,6 +262,40 @@ class Run:
         sampler = asyncio.create_task(usage.sample())
         try:
             return await self._process(lines, deadline, usage)
+        finally:
+            sampler.cancel()
+
+    async def load(self, fleet: Fleet, deadline: float) -> float:
+        """`process` for a fleet's sessions, produced a block at a time, their verdicts
+        counted rather than kept (a million sessions' would not fit in RAM)."""
+        usage = Usage([self.worker.pid], self.bootstrap)
+        sampler = asyncio.create_task(usage.sample())
+        try:
+            ready = asyncio.Event()
+            reader = asyncio.create_task(
+                count_verdicts(
+                    self.bootstrap,
+                    self.settings.verdicts_topic,
+                    self.settings.verdict_partitions,
+                    len(fleet),
+                    deadline=deadline,
+                    ready=ready,
+                )
+            )
+            await ready.wait()
+            made = 0
+            for block in fleet.blocks():
+                made += len(block)
+                await produce_batched(
+                    self.bootstrap, self.settings.events_topic, block, self.args.partitions
+                )
+                if len(fleet) > len(block):
+                    print(f"  produced {made:,} of {len(fleet):,} events", flush=True)
+            got, first, last = await reader
+            if got < len(fleet):
+                raise RuntimeError(f"{got} of {len(fleet)} verdicts within {deadline} s")
+            self.usage = usage.between(first, last, got)
+            return got / max(1e-6, last - first)
         finally:
             sampler.cancel()
 
@@ -597,8 +658,8 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.expire:
             await mass_expiry(run, n, seed, idle_rss)
             return
-        load = open_sessions(n, args.events_per_session, seed)
-        rate = await run.process(load, deadline=3600)
+        load = Fleet(n, args.events_per_session, seed)
+        rate = await run.load(load, deadline=4 * 3600)
         print(f"load: {len(load):,} events at {rate:,.0f} events/s; {load_line()}", flush=True)
         # the sessions reach the changelog and the store at the next commits
         await asyncio.sleep(3 * run.settings.commit_interval_ms / 1000)  # bench pause

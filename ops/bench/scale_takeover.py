@@ -35,7 +35,7 @@ from pathlib import Path
 
 from harness import settled_at, start_worker, worker_partitions
 from partition_probes import PartitionProbes
-from scale_bench import REPO, Run, load_line, open_sessions
+from scale_bench import REPO, Fleet, Run, load_line
 
 from loopwatch.streams.demo.worker_process import WorkerProcess
 
@@ -210,8 +210,8 @@ async def takeover(run: Run, n: int, seed: int) -> None:
         pair.start("a", 1, "standby")
         pair.start("b", 1, "standby")
         await pair.settled()
-        load = open_sessions(n, args.events_per_session, seed)
-        rate = await run.process(load, deadline=3600)
+        load = Fleet(n, args.events_per_session, seed)
+        rate = await run.load(load, deadline=4 * 3600)
         print(
             f"load (two workers, a standby each): {len(load):,} events at {rate:,.0f} "
             f"events/s; {load_line()}",

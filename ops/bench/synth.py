@@ -181,14 +181,21 @@ def session(session_id: str, count: int, seed: int = 0) -> Iterator[dict[str, An
     return _Session(session_id, rng, agent_id="synth-agent").events(count)
 
 
-def generate(sessions: int, events: int, seed: int = 0) -> Iterator[dict[str, Any]]:
-    """About `events` events over `sessions` interleaved sessions (each in order)."""
-    rng = random.Random(seed)
+def generate(sessions: int, events: int, seed: int = 0, first: int = 0) -> Iterator[dict[str, Any]]:
+    """About `events` events over `sessions` interleaved sessions (each in order).
+
+    `first`: the index of the first session (ids `synth-<seed>-<first>`, ...), so that a
+    large fleet can be made a block of sessions at a time: a session holds ~20 KB of
+    file texts while its events are made. The sessions' own events do not depend on it;
+    the interleaving of a block does (`first` 0: as before it existed)."""
+    rng = random.Random(seed if first == 0 else f"{seed}:{first}")
     sizes = [events // sessions] * sessions
     for index in range(events - sum(sizes)):
         sizes[index % sessions] += 1
     streams = [
-        session(f"synth-{seed}-{n:05d}", size, seed) for n, size in enumerate(sizes) if size > 0
+        session(f"synth-{seed}-{first + n:05d}", size, seed)
+        for n, size in enumerate(sizes)
+        if size > 0
     ]
     while streams:
         index = rng.randrange(len(streams))
