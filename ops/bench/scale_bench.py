@@ -25,11 +25,12 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   changelog), with the records it restored by offset (its `/ready`) and those it read
   (`loopwatch_recovery_records_read_total`: the restore's rate), with each
   `--restore-store` (memory:// and rocksdb:// from one load) and `--restore-also` checkout
-  in turn, `--restore-rounds` times; `--py-spy DIR`: each restart without local state
-  sampled by py-spy (attached to the worker once started, 200 Hz, non-blocking unless
-  `--py-spy-native`, until it is ready; collapsed stacks in DIR/<restart>.txt; `pip
-  install py-spy` into the venv first), and the hot and cold bursts (DIR/hot.txt,
-  DIR/cold.txt; with `--variant`, DIR/LABEL-ROUND-hot.txt and -cold.txt);
+  in turn, `--restore-rounds` times; `--py-spy DIR`: each restart (with and without
+  local state) sampled by py-spy (attached to the worker once started, 200 Hz,
+  non-blocking unless `--py-spy-native`, until it is ready; collapsed stacks in
+  DIR/<restart>.txt; `pip install py-spy` into the venv first), and the hot and cold
+  bursts (DIR/hot.txt, DIR/cold.txt; with `--variant`, DIR/LABEL-ROUND-hot.txt and
+  -cold.txt);
 * the worker's log: its ERROR and WARNING lines counted over the whole run (faust's stall
   check once logged an ERROR per partition during a long backlog), the first of each.
 
@@ -383,7 +384,7 @@ class Run:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         killed = time.monotonic()
         self.start(name, tree, extra)
-        spy = self.sample(name) if empty else None
+        spy = self.sample(name)
         try:
             ready, restored, restoring = await self.wait_ready(3600)
         finally:
@@ -790,8 +791,7 @@ def main() -> None:
         "--py-spy",
         default=None,
         metavar="DIR",
-        help="sample each restart without local state, and the hot and cold bursts, with "
-        "py-spy (in the venv) into DIR",
+        help="sample each restart, and the hot and cold bursts, with py-spy (in the venv) into DIR",
     )
     parser.add_argument(
         "--py-spy-native",
