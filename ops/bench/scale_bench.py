@@ -266,10 +266,12 @@ class Run:
         finally:
             sampler.cancel()
 
-    async def load(self, fleet: Fleet, deadline: float) -> float:
+    async def load(self, fleet: Fleet, deadline: float, workers: list[Any] | None = None) -> float:
         """`process` for a fleet's sessions, produced a block at a time, their verdicts
-        counted rather than kept (a million sessions' would not fit in RAM)."""
-        usage = Usage([self.worker.pid], self.bootstrap)
+        counted rather than kept (a million sessions' would not fit in RAM); the CPU of
+        `workers` (default: the run's worker) in `self.usage`."""
+        pids = [worker.pid for worker in workers or [self.worker]]
+        usage = Usage(pids, self.bootstrap)
         sampler = asyncio.create_task(usage.sample())
         try:
             ready = asyncio.Event()

@@ -211,7 +211,7 @@ async def takeover(run: Run, n: int, seed: int) -> None:
         pair.start("b", 1, "standby")
         await pair.settled()
         load = Fleet(n, args.events_per_session, seed)
-        rate = await run.load(load, deadline=4 * 3600)
+        rate = await run.load(load, deadline=4 * 3600, workers=list(pair.workers.values()))
         print(
             f"load (two workers, a standby each): {len(load):,} events at {rate:,.0f} "
             f"events/s; {load_line()}",
