@@ -62,15 +62,21 @@ def _assigned(table: SessionTable, monkeypatch: pytest.MonkeyPatch, tps: set[TP]
     monkeypatch.setattr(table.app.assignor, "assigned_actives", lambda: tps)
 
 
-async def test_the_hook_gets_every_stored_record_of_the_partition_in_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    table, stored = _stored_table(tmp_path)
+def _hook_batches(table: SessionTable, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    """What the table's changelog hook is handed, batch by batch (3 records at most)."""
     hook = table._on_changelog_event
     assert isinstance(hook, ChangelogHook)
     batches: list[list[Any]] = []
     hook.target = batches.append
     monkeypatch.setattr(session_table, "STORED_RECORDS_PER_YIELD", 3)
+    return batches
+
+
+async def test_the_hook_gets_every_stored_record_of_the_partition_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, stored = _stored_table(tmp_path)
+    batches = _hook_batches(table, monkeypatch)
     tp = _tp(table, 0)
     _assigned(table, monkeypatch, {tp})
 
@@ -87,11 +93,7 @@ async def test_a_partition_revoked_meanwhile_is_not_announced_further(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table, _ = _stored_table(tmp_path)
-    hook = table._on_changelog_event
-    assert isinstance(hook, ChangelogHook)
-    batches: list[list[Any]] = []
-    hook.target = batches.append
-    monkeypatch.setattr(session_table, "STORED_RECORDS_PER_YIELD", 3)
+    batches = _hook_batches(table, monkeypatch)
     _assigned(table, monkeypatch, set())  # revoked before its first yield
 
     await table._announce_stored(_tp(table, 0))
