@@ -63,7 +63,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -259,19 +259,26 @@ class Run:
     async def process(self, lines: list[tuple[bytes, bytes]], deadline: float) -> float:
         """Produce `lines`; events/s from the first to the last of their verdicts. The
         worker's CPU per event and the machine's cores over that span: `self.usage`."""
-        usage = Usage([self.worker.pid], self.bootstrap)
-        sampler = asyncio.create_task(usage.sample())
-        try:
-            return await self._process(lines, deadline, usage)
-        finally:
-            sampler.cancel()
+        return await self._produce_counted([lines], len(lines), deadline, [self.worker])
 
     async def load(self, fleet: Fleet, deadline: float, workers: list[Any] | None = None) -> float:
-        """`process` for a fleet's sessions, produced a block at a time, their verdicts
-        counted rather than kept (a million sessions' would not fit in RAM); the CPU of
-        `workers` (default: the run's worker) in `self.usage`."""
-        pids = [worker.pid for worker in workers or [self.worker]]
-        usage = Usage(pids, self.bootstrap)
+        """`process` for a fleet's sessions, produced a block at a time (a million
+        sessions' events would not fit in RAM at once); the CPU of `workers` (default:
+        the run's worker) in `self.usage`."""
+        return await self._produce_counted(
+            fleet.blocks(), len(fleet), deadline, workers or [self.worker]
+        )
+
+    async def _produce_counted(
+        self,
+        blocks: Iterable[list[tuple[bytes, bytes]]],
+        count: int,
+        deadline: float,
+        workers: list[Any],
+    ) -> float:
+        """Produce each of `blocks` in turn (`count` events in all) and count their
+        verdicts; events/s from the first to the last verdict's record timestamp."""
+        usage = Usage([worker.pid for worker in workers], self.bootstrap)
         sampler = asyncio.create_task(usage.sample())
         try:
             ready = asyncio.Event()
@@ -280,53 +287,27 @@ class Run:
                     self.bootstrap,
                     self.settings.verdicts_topic,
                     self.settings.verdict_partitions,
-                    len(fleet),
+                    count,
                     deadline=deadline,
                     ready=ready,
                 )
             )
             await ready.wait()
             made = 0
-            for block in fleet.blocks():
+            for block in blocks:
                 made += len(block)
                 await produce_batched(
                     self.bootstrap, self.settings.events_topic, block, self.args.partitions
                 )
-                if len(fleet) > len(block):
-                    print(f"  produced {made:,} of {len(fleet):,} events", flush=True)
+                if count > len(block):
+                    print(f"  produced {made:,} of {count:,} events", flush=True)
             got, first, last = await reader
-            if got < len(fleet):
-                raise RuntimeError(f"{got} of {len(fleet)} verdicts within {deadline} s")
-            self.usage = usage.between(first, last, got)
-            return got / max(1e-6, last - first)
+            if got < count:
+                raise RuntimeError(f"{got} of {count} verdicts within {deadline} s")
+            self.usage = usage.between(first, last, count)
+            return count / max(1e-6, last - first)
         finally:
             sampler.cancel()
-
-    async def _process(
-        self, lines: list[tuple[bytes, bytes]], deadline: float, usage: Usage
-    ) -> float:
-        ready = asyncio.Event()
-        reader = asyncio.create_task(
-            collect(
-                self.bootstrap,
-                self.settings.verdicts_topic,
-                self.settings.verdict_partitions,
-                len(lines),
-                deadline=deadline,
-                ready=ready,
-                patient=True,
-            )
-        )
-        await ready.wait()
-        await produce_batched(
-            self.bootstrap, self.settings.events_topic, lines, self.args.partitions
-        )
-        got = await reader
-        if len(got) < len(lines):
-            raise RuntimeError(f"{len(got)} of {len(lines)} verdicts within {deadline} s")
-        stamps = sorted(record.timestamp / 1000 for _, record in got)
-        self.usage = usage.between(stamps[0], stamps[-1], len(lines))
-        return len(lines) / max(1e-6, stamps[-1] - stamps[0])
 
     async def wait_ready(self, deadline: float, worker: Any = None) -> tuple[float, int, float]:
         """Seconds until /ready (of the worker, or of `worker`), the most records a
