@@ -189,9 +189,16 @@ def create_app(
     # (the worker command puts the log filter on aiokafka's loggers).
     outage = watch_broker(app, metrics.registry)
     producer_failed = (lambda: outputs.failed) if isinstance(outputs, BatchedOutputs) else bool
-    serve_health(
-        app, Readiness(app, events_topic, outage, producer_failed, health), metrics.registry
+    readiness = Readiness(
+        app,
+        events_topic,
+        outage,
+        producer_failed,
+        health,
+        # `rocksdb://`: a restored partition compacts before it is processed (rocksdb_restore)
+        compacting=lambda: getattr(table.data, "compacting", frozenset()),
     )
+    serve_health(app, readiness, metrics.registry)
     app.loopwatch_outage = outage
     app.loopwatch_metrics = metrics
     app.loopwatch_topics = topics

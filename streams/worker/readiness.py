@@ -11,7 +11,7 @@ ready. docs/operations.md says how to probe them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,8 @@ class Readiness:
     outage: BrokerOutage
     producer_failed: Callable[[], bool] = lambda: False
     processing: ProcessingHealth = field(default_factory=ProcessingHealth)
+    compacting: Callable[[], Collection[int]] = frozenset
+    """Restored partitions whose store compacts before the worker processes them."""
     clock: Callable[[], float] = time.monotonic
 
     def partitions(self) -> list[int]:
@@ -87,6 +89,9 @@ class Readiness:
                 f"({progress.restored} of {progress.to_restore} records, "
                 f"{progress.fraction:.0%})"
             )
+        compacting = sorted(self.compacting())
+        if compacting:
+            reasons.append(f"compacting the restored sessions table (partitions {compacting})")
         if self.processing.stalled:
             reasons.append(
                 f"event processing crashed ({self.processing.last_error}) "
@@ -168,7 +173,8 @@ class _Recovery(Collector):
 def serve_health(app: Any, readiness: Readiness, registry: CollectorRegistry) -> None:
     """`/healthz` and `/ready` on the app's web server; `loopwatch_processing_crashes_total`,
     the recovery's progress (`loopwatch_recovery_records_*`) and the standbys' lag
-    (`loopwatch_standby_records_behind`)."""
+    (`loopwatch_standby_records_behind`). `app.loopwatch_readiness` is `readiness`."""
+    app.loopwatch_readiness = readiness
     registry.register(_ProcessingCrashes(readiness.processing))
     registry.register(_Recovery(app))
 

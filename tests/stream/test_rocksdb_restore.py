@@ -7,6 +7,8 @@ partitions are settled before a logged write, at the end of recovery and on a re
 
 from __future__ import annotations
 
+import asyncio
+import random
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +29,10 @@ from tests.support.kafka_broker import in_ci
 if not in_ci():  # CI installs the rocksdb extra (`make venv`): there a missing one fails
     pytest.importorskip("rocksdict", reason="the rocksdb extra: pip install -e '.[rocksdb]'")
 
-from loopwatch.streams.kafka.faust_ext.rocksdb_restore import RestoringStore
+from loopwatch.streams.kafka.faust_ext.rocksdb_restore import (
+    SERVING_LEVEL0_FILES,
+    RestoringStore,
+)
 
 PARTITIONS = 3
 
@@ -164,3 +169,57 @@ async def test_recovery_completed_and_rebalance_settle(tmp_path: Path) -> None:
     await store.on_rebalance(set(), {TP(topic, 2)}, set())
     assert store.unlogged_partitions == frozenset()
     assert 2 not in store._dbs, "faust let go of the revoked partition's database"
+
+
+def _restored_in_level0(store: RestoringStore, keys: int) -> tuple[Any, list[bytes], TP]:
+    """Partition 0 restored (unlogged) from `keys` records in changelog order, not key
+    order, with small memtables: many level-0 files, each spanning the keys."""
+    topic = store.table.changelog_topic.get_topic_name()
+    _restoring(store, {0})
+    db = store._db_for_partition(0)
+    db.set_options({"write_buffer_size": str(16 * 1024)})
+    restored = [b"s-%05d" % n for n in range(keys)]
+    random.Random(3).shuffle(restored)
+    tp = TP(topic, 0)
+    for start in range(0, len(restored), 100):  # a memtable (level-0 file) per batch or so
+        batch = restored[start : start + 100]
+        store.table.apply_changelog_batch(
+            [ChangelogRecord(tp, start + n, key, key * 60) for n, key in enumerate(batch)]
+        )
+    assert store.unlogged_partitions == {0}
+    return db, restored, tp
+
+
+def test_settled_partitions_do_not_stop_writes_for_their_level0_files(tmp_path: Path) -> None:
+    """RocksDB's default triggers stop writes from 36 level-0 files; a settled partition's
+    are raised above what it is served with (rocksdb_restore)."""
+    store = _ours(tmp_path)
+    db, _, _ = _restored_in_level0(store, 6_000)
+    store.settle()  # (right after it the compactions have only been scheduled)
+    assert db.property_int_value("rocksdb.num-files-at-level0") >= 36
+    assert db.property_int_value("rocksdb.is-write-stopped") == 0
+
+
+async def test_recovery_completes_once_the_restored_level0_files_are_compacted(
+    tmp_path: Path,
+) -> None:
+    """Reads check every level-0 file: recovery completes once a restored partition has
+    fewer than `SERVING_LEVEL0_FILES`, `/ready` saying why it waits."""
+    store = _ours(tmp_path)
+    db, keys, tp = _restored_in_level0(store, 16_000)
+    assert db.property_int_value("rocksdb.num-files-at-level0") >= SERVING_LEVEL0_FILES
+    actives = set(store.app.tables.recovery.active_tps)
+
+    completed = asyncio.ensure_future(store.on_recovery_completed(actives, set()))
+    reasons: set[str] = set()
+    while not completed.done():  # (the event loop stays free meanwhile)
+        reasons.update(store.app.loopwatch_readiness.check()[1].get("reasons", ()))
+        await asyncio.sleep(0)
+    await completed
+
+    assert "compacting the restored sessions table (partitions [0])" in reasons
+    assert db.property_int_value("rocksdb.num-files-at-level0") < SERVING_LEVEL0_FILES
+    assert db.property_int_value("rocksdb.is-write-stopped") == 0
+    assert store.compacting == frozenset()
+    assert all(db.get(key) == key * 60 for key in keys)
+    assert store.persisted_offset(tp) == len(keys) - 1
