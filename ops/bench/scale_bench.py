@@ -56,6 +56,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -196,11 +197,28 @@ def log_levels(logs: list[Path]) -> dict[str, list[str]]:
     return found
 
 
-def log_summary(workdir: Path) -> str:
+def log_summary(workdir: Path, kinds: int = 5) -> str:
+    """The counts of each level, and per level its `kinds` most frequent kinds of line
+    (a line without its time and pid, its numbers as N) with their counts and an example."""
     found = log_levels(sorted(workdir.glob("*.log")))
     parts = [f"{len(lines):,} {level}" for level, lines in found.items()]
-    firsts = [f"\n  first {level}: {lines[0][:300]}" for level, lines in found.items() if lines]
-    return "worker logs: " + ", ".join(parts) + " lines" + "".join(firsts)
+    details = []
+    for level, lines in found.items():
+        by_kind: dict[str, list[str]] = {}
+        for line in lines:
+            by_kind.setdefault(line_kind(line), []).append(line)
+        ranked = sorted(by_kind.values(), key=len, reverse=True)
+        for same in ranked[:kinds]:
+            details.append(f"\n  {len(same):,} {level} like: {same[0][:300]}")
+        if len(ranked) > kinds:
+            details.append(f"\n  ... and {len(ranked) - kinds} more kinds of {level} line")
+    return "worker logs: " + ", ".join(parts) + " lines" + "".join(details)
+
+
+def line_kind(line: str) -> str:
+    """A log line without faust's `[time] [pid]` prefix, its numbers as N, cut to 100."""
+    text = line.split("] ", 2)[-1] if line.startswith("[") else line
+    return re.sub(r"\d+", "N", text)[:100]
 
 
 def load_line() -> str:
@@ -294,7 +312,12 @@ class Run:
             )
             await ready.wait()
             made = 0
-            for block in blocks:
+            # each block is made in a thread while the one before is produced: making
+            # 100,000 sessions takes seconds, and the verdict reader must keep fetching
+            pending = iter(blocks)
+            upcoming = asyncio.ensure_future(asyncio.to_thread(next, pending, None))
+            while (block := await upcoming) is not None:
+                upcoming = asyncio.ensure_future(asyncio.to_thread(next, pending, None))
                 made += len(block)
                 await produce_batched(
                     self.bootstrap, self.settings.events_topic, block, self.args.partitions
