@@ -174,23 +174,26 @@ class RestoringStore(Store):
     async def until_compacted(self, partitions: Collection[int]) -> None:
         """Return once each of `partitions` has fewer than `SERVING_LEVEL0_FILES` level-0
         files (RocksDB compacts them in its own threads; the event loop stays free)."""
-        waiting = [p for p in partitions if self._level0_files(p) >= SERVING_LEVEL0_FILES]
+        waiting = self._uncompacted(partitions)
         if waiting:
             log.info("compacting the restored partitions %s before processing", waiting)
         try:
             while waiting:
                 self.compacting = frozenset(waiting)
                 await asyncio.sleep(COMPACTION_POLL_SECONDS)
-                waiting = [p for p in waiting if self._level0_files(p) >= SERVING_LEVEL0_FILES]
+                waiting = self._uncompacted(waiting)
         finally:
             self.compacting = frozenset()
 
-    def _level0_files(self, partition: int) -> int:
-        db = self._dbs.get(partition)  # (None: revoked meanwhile)
-        if db is None:
-            return 0
-        files: int | None = db.property_int_value("rocksdb.num-files-at-level0")
-        return files or 0
+    def _uncompacted(self, partitions: Iterable[int]) -> list[int]:
+        """Those of `partitions` with `SERVING_LEVEL0_FILES` level-0 files or more (a
+        partition revoked meanwhile has no database here: none)."""
+        return [
+            p
+            for p in partitions
+            if (db := self._dbs.get(p)) is not None
+            and (db.property_int_value("rocksdb.num-files-at-level0") or 0) >= SERVING_LEVEL0_FILES
+        ]
 
     def set_persisted_offset(self, tp: TP, offset: int) -> None:
         if tp.partition in self._unlogged:
