@@ -201,8 +201,9 @@ async def collect(
     deadline: float,
     ready: asyncio.Event | None = None,
     patient: bool = False,
+    key: bytes | None = None,
 ) -> list[tuple[float, Any]]:
-    """(receive time, record) of `count` verdicts of `topic`.
+    """(receive time, record) of `count` verdicts of `topic` (`key`: of that key only).
 
     Without `ready`: from the start of the topic. With it: from the current end of every
     partition, and `ready` is set once the consumer is positioned there, so the caller
@@ -233,7 +234,7 @@ async def collect(
             batches = await consumer.getmany(timeout_ms=200)
             now = time.time()
             for batch in batches.values():
-                got.extend((now, record) for record in batch)
+                got.extend((now, record) for record in batch if key in (None, record.key))
     finally:
         await consumer.stop()
     return got

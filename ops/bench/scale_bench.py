@@ -20,7 +20,9 @@ sessions of `--events-per-session` events each (synthetic coding-agent sessions,
   user messages continuing the sessions (no tool calls: little detection work);
   `--bare-agent`: the bare faust agent over the hot burst's records, in the same run;
 * recovery after `kill -9`: seconds until the restarted worker is ready and until the
-  first verdict of an event produced after the kill, for a restart on the same data dir
+  verdict of an event produced once it is ready (and when the worker stamped that verdict,
+  by its record's timestamp: the bench's own reader and producer start-up apart), for a
+  restart on the same data dir
   (`rocksdb://`: only the changelog's tail is read) and on an empty one (the whole
   changelog), with the records it restored by offset (its `/ready`) and those it read
   (`loopwatch_recovery_records_read_total`: the restore's rate), with each
@@ -407,19 +409,47 @@ class Run:
             )
         elif restored and restoring:
             rate = f" ({restored / restoring:,.0f} records/s over the {restoring:.1f} s restore)"
+        sent, stamped, received = await self.probe()
+        return (
+            f"ready after {ready:.1f} s, first new verdict {received - killed:.1f} s after the "
+            f"kill (its event sent {sent - killed:.1f} s after it, the verdict stamped "
+            f"{(stamped - sent) * 1000:,.0f} ms after that), {restored:,} records restored{rate}"
+        )
+
+    async def probe(self) -> tuple[float, float, float]:
+        """One new session's event produced now, and its verdict awaited: when the event
+        was sent, when the worker stamped the verdict (its record's timestamp), and when
+        the verdict was received (`time.monotonic()` all three). A reader of its own,
+        polling: `process`'s waits up to 500 ms for a fetch to fill, which a single
+        verdict never does."""
         # a session of its own: the sessions loaded stay as the loading worker wrote
         # them, for the next restart (another checkout may write another record format)
-        probe = [_probe_event(f"probe-{self.produced}")]
+        key, value = _probe_event(f"probe-{self.produced}")
         self.produced += 1
-        try:
-            await self.process(probe, deadline=120)
-        except RuntimeError as exc:
-            raise RuntimeError(f"{exc}; the worker's log: {self.log_tail()}") from exc
-        first = time.monotonic() - killed
-        return (
-            f"ready after {ready:.1f} s, first new verdict {first:.1f} s after the kill, "
-            f"{restored:,} records restored{rate}"
+        ready = asyncio.Event()
+        reader = asyncio.create_task(
+            collect(
+                self.bootstrap,
+                self.settings.verdicts_topic,
+                self.settings.verdict_partitions,
+                1,
+                deadline=120,
+                ready=ready,
+                key=key,
+            )
         )
+        await ready.wait()
+        # monotonic and wall clocks read together: the verdict's timestamp is wall time
+        sent, sent_wall = time.monotonic(), time.time()
+        await produce_batched(
+            self.bootstrap, self.settings.events_topic, [(key, value)], self.args.partitions
+        )
+        got = await reader
+        if not got:
+            raise RuntimeError(f"no verdict of the probe in 120 s: {self.log_tail()}")
+        received_wall, record = got[0]
+        stamped = sent + (record.timestamp / 1000 - sent_wall)
+        return sent, stamped, sent + (received_wall - sent_wall)
 
 
 def small_sessions(sessions: int, per_session: int, seed: int) -> list[tuple[bytes, bytes]]:
