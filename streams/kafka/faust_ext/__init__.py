@@ -75,6 +75,11 @@ Private APIs touched, by module:
   `Fetcher._proc_fetch_request` (overridden), `._fetch_min_bytes`, `._fetch_max_wait_ms`
   (read for each request by `_get_actions_per_node`); `AIOKafkaConsumerThread.on_start`
   (extended in `loop_consumer`).
+* `resume_wake` (the fetch loop goes on once a partition is resumed, where faust slept a
+  second with none active): `Consumer._wait_next_records` (replaced: faust's body, its
+  `sleep(1)` a wait on `resume_partitions` / `_set_active_tps`, both extended),
+  `._get_active_partitions`, `._getmany`, `.not_waiting_next_records`, `.can_resume_flow`,
+  `.flow_active`; `App.client_only`; mode `Service.wait_first`.
 
 Why each exists, with the figures measured: docs/architecture.md ("The faust wing").
 Import the submodules directly (`streams.kafka.faust_ext.app`, ...): this package imports

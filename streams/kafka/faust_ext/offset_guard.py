@@ -32,6 +32,7 @@ from mode.services import WaitResults
 from loopwatch.streams.kafka.faust_ext.batch_hand_off import BatchHandOff
 from loopwatch.streams.kafka.faust_ext.changelog_hand_off import ChangelogHandOff
 from loopwatch.streams.kafka.faust_ext.loop_consumer import SameLoopConsumerThread
+from loopwatch.streams.kafka.faust_ext.resume_wake import WakeOnResume
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ class InlineHandOff(Service):
         )
 
 
-class GuardedConsumer(ChangelogHandOff, BatchHandOff, InlineHandOff, aiokafka_driver.Consumer):
+class GuardedConsumer(
+    ChangelogHandOff, BatchHandOff, InlineHandOff, WakeOnResume, aiokafka_driver.Consumer
+):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suspend_flow = FlowEvent()
